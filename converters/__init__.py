@@ -1,0 +1,1 @@
+"""Converters: source recordings into rayform segments."""

@@ -1,0 +1,44 @@
+"""rayform: robot recordings into training data that streams.
+
+``import rayform`` is light: it imports neither torch nor any converter's library.
+``rayform.torch`` (the datasets) is imported on first use.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from rayform.client import Client
+from rayform.errors import (
+    IntegrityError,
+    InvalidInput,
+    NotFound,
+    OfflineError,
+    PackNotFound,
+    RayformError,
+    SegmentNotFound,
+    SliceNotFound,
+    StreamNotFound,
+)
+from rayform.pack import Pack, PackSpec
+from rayform.segments import Segment, SegmentRef
+from rayform.slices import Slice
+from rayform.store import Store
+from rayform.streams import ArrayStream, ImageStream, PoseStream
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ArrayStream", "Client", "ImageStream", "IntegrityError", "InvalidInput", "NotFound", "OfflineError",
+    "Pack", "PackNotFound", "PackSpec", "PoseStream", "RayformError", "Segment", "SegmentNotFound",
+    "SegmentRef", "Slice", "SliceNotFound", "Store", "StreamNotFound", "__version__",
+]
+
+
+def __getattr__(name: str) -> Any:
+    # `rayform.torch.EpisodeDataset` works after a bare `import rayform`, without
+    # making every `import rayform` pay for importing torch.
+    if name in ("torch", "converters"):
+        return importlib.import_module(f"rayform.{name}")
+    raise AttributeError(f"module 'rayform' has no attribute {name!r}")

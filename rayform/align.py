@@ -1,0 +1,117 @@
+"""Time alignment: pure functions from native-rate streams to a fixed fps grid. No I/O.
+
+The rules (DESIGN.md):
+
+- the grid is ``t_k = t_0 + round(k * 1e9 / fps)`` over the time where every stream has data;
+- an image is the latest frame at or before ``t_k``, never a future one, and is rejected
+  (the instant dropped, and counted) when it is older than the tolerance;
+- an array is interpolated between its two recorded values around ``t_k``: linearly for
+  floats, by slerp for the quaternion of a pose, by holding the earlier value for integer
+  and bool data; it is rejected when those two values are further apart than twice the
+  tolerance (a gap in the recording, not something to interpolate across).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+NS = 1_000_000_000
+
+
+def median_period_ns(ts: np.ndarray) -> int:
+    """The typical spacing of a stream's timestamps (1 s for a single value)."""
+    if len(ts) < 2:
+        return NS
+    return max(1, int(np.median(np.diff(ts))))
+
+
+def grid(start_ns: int, end_ns: int, fps: float) -> np.ndarray:
+    """Instants ``start + round(k * 1e9 / fps)`` up to and including ``end``."""
+    if end_ns < start_ns:
+        return np.empty(0, np.int64)
+    step = NS / fps
+    n = int(np.floor((end_ns - start_ns) / step + 1e-9)) + 1
+    return start_ns + np.round(np.arange(n) * step).astype(np.int64)
+
+
+def latest_at_or_before(ts: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Index of the last timestamp ``<= t`` for each instant; -1 where there is none."""
+    return np.searchsorted(ts, t, side="right") - 1
+
+
+def image_indices(ts: np.ndarray, t: np.ndarray, tolerance_ns: int) -> tuple[np.ndarray, np.ndarray]:
+    """For each instant: the frame to show, and whether it is fresh enough to use."""
+    idx = latest_at_or_before(ts, t)
+    ok = idx >= 0
+    age = t - ts[np.maximum(idx, 0)]
+    ok &= age <= tolerance_ns
+    return idx, ok
+
+
+def bracket(ts: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Indices ``lo, hi`` of the values around each instant and the weight of ``hi``.
+
+    Outside the recorded range both indices clamp to the nearest end (weight 0 or 1).
+    """
+    hi = np.clip(np.searchsorted(ts, t, side="left"), 0, len(ts) - 1)
+    lo = np.clip(np.where(ts[hi] == t, hi, hi - 1), 0, len(ts) - 1)
+    span = (ts[hi] - ts[lo]).astype(np.float64)
+    w = np.divide((t - ts[lo]).astype(np.float64), span, out=np.zeros(len(t)), where=span > 0)
+    return lo, hi, np.clip(w, 0.0, 1.0)
+
+
+def array_ok(ts: np.ndarray, t: np.ndarray, tolerance_ns: int) -> np.ndarray:
+    """Whether each instant lies inside the recording with no gap wider than 2×tolerance."""
+    inside = (t >= ts[0]) & (t <= ts[-1])
+    lo, hi, _ = bracket(ts, t)
+    return inside & ((ts[hi] - ts[lo]) <= 2 * tolerance_ns)
+
+
+def interpolate(ts: np.ndarray, values: np.ndarray, t: np.ndarray, kind: str = "array") -> np.ndarray:
+    """Values at instants ``t`` by the rule for the stream's dtype (``kind="pose"``: slerp)."""
+    lo, hi, w = bracket(ts, t)
+    if values.dtype.kind in "biu":
+        return values[np.where(w >= 1.0, hi, lo)]
+    shape = (len(t),) + (1,) * (values.ndim - 1)
+    wb = w.reshape(shape)
+    if kind == "pose":
+        out = np.empty((len(t), 7), np.float64)
+        out[:, :3] = values[lo, :3] * (1 - wb) + values[hi, :3] * wb
+        out[:, 3:] = slerp(values[lo, 3:], values[hi, 3:], w)
+        return out.astype(values.dtype, copy=False)
+    out = values[lo].astype(np.float64) * (1 - wb) + values[hi].astype(np.float64) * wb
+    return out.astype(values.dtype, copy=False)
+
+
+def slerp(q0: np.ndarray, q1: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """Spherical linear interpolation of unit quaternions ``(N, 4)``, shortest path."""
+    q0 = np.asarray(q0, np.float64)
+    q1 = np.asarray(q1, np.float64)
+    w = np.asarray(w, np.float64)[:, None]
+    dot = np.sum(q0 * q1, axis=1, keepdims=True)
+    q1 = np.where(dot < 0, -q1, q1)  # q and -q are one rotation: take the short way round
+    dot = np.abs(dot)
+    theta = np.arccos(np.clip(dot, -1.0, 1.0))
+    sin = np.sin(theta)
+    near = sin < 1e-6
+    safe = np.where(near, 1.0, sin)
+    a = np.where(near, 1 - w, np.sin((1 - w) * theta) / safe)
+    b = np.where(near, w, np.sin(w * theta) / safe)
+    out = a * q0 + b * q1
+    return out / np.linalg.norm(out, axis=1, keepdims=True)
+
+
+def future_window(
+    ts: np.ndarray, values: np.ndarray, t: np.ndarray, fps: float, horizon: int, end_ns: int, kind: str = "array"
+) -> tuple[np.ndarray, np.ndarray]:
+    """Values at ``t + j/fps`` for ``j = 0..horizon`` and where each ran past ``end_ns``.
+
+    Returns ``(len(t), horizon + 1, *shape)`` values and a ``(len(t), horizon + 1)`` bool pad
+    mask. Past the end the last value inside is held.
+    """
+    offsets = np.round(np.arange(horizon + 1) * (NS / fps)).astype(np.int64)
+    when = t[:, None] + offsets[None, :]
+    pad = when > end_ns
+    when = np.minimum(when, end_ns)  # held: the value at the end, for every padded step
+    flat = interpolate(ts, values, when.reshape(-1), kind)
+    return flat.reshape(len(t), horizon + 1, *values.shape[1:]), pad

@@ -1,0 +1,131 @@
+"""What each ``rayform`` subcommand does. Results go to stdout, progress to stderr."""
+
+from __future__ import annotations
+
+import argparse
+
+from rayform.client import Client
+from rayform.errors import InvalidInput
+from rayform.pack import PackSpec, parse_size
+from rayform.verify import pack_blobs, slice_blobs, verify as verify_blobs
+
+
+def _client(args: argparse.Namespace) -> Client:
+    return Client(args.store)
+
+
+def _fmt_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    raise AssertionError
+
+
+def demo(args: argparse.Namespace) -> int:
+    from rayform.converters.demo import DemoConfig, ingest_demo
+
+    client = _client(args)
+    config = DemoConfig(episodes=args.episodes, seconds=args.seconds, seed=args.seed)
+    refs = ingest_demo(client, args.site, config, progress=not args.quiet)
+    slice_ = client.slices.create(refs, name=f"{args.site}-demo")
+    print(f"{len(refs)} demo segments at site {args.site!r} in {client.store.display}", flush=True)
+    print(slice_.id)
+    return 0
+
+
+def segments_ls(args: argparse.Namespace) -> int:
+    client = _client(args)
+    refs = client.segments.list(args.site)
+    for r in refs:
+        print(f"{r.id}  {r.version[:12]}  {r.site:12}  {r.name}")
+    if not refs:
+        print("no segments" + (f" at site {args.site!r}" if args.site else ""))
+    return 0
+
+
+def slices_create(args: argparse.Namespace) -> int:
+    client = _client(args)
+    slice_ = client.slices.create(args.segment, site=args.site or None, name=args.name)
+    print(slice_.id)
+    return 0
+
+
+def slices_ls(args: argparse.Namespace) -> int:
+    client = _client(args)
+    slices = client.slices.list()
+    for s in slices:
+        print(f"{s.id}  {len(s.segments):4d} segments  sites: {', '.join(s.sites)}  {s.name or ''}".rstrip())
+    if not slices:
+        print("no slices (make one with: rayform slices create --site SITE, or rayform demo)")
+    return 0
+
+
+def slices_show(args: argparse.Namespace) -> int:
+    client = _client(args)
+    s = client.slices.get(args.slice)
+    print(f"slice {s.id}  name: {s.name or '-'}  manifest: {s.digest[:16]}")
+    print(f"segments ({len(s.segments)}):")
+    for i, seg in enumerate(s.segments):
+        rng = "" if seg.start_ns is None and seg.end_ns is None else f"  [{seg.start_ns}, {seg.end_ns}]"
+        print(f"  {seg.id}@{seg.version[:12]}  {seg.site}{rng}")
+    first = s.segment(0)
+    print(f"streams (of {first.id}):")
+    for name, info in sorted(first.streams.items()):
+        print(f"  {name:24} {info.count:7d}  {info.describe()}")
+    packs = client.packs.list(s)
+    print(f"packs ({len(packs)}):")
+    for p in packs:
+        size = sum(sh.bytes for sh in p.shards)
+        print(f"  {p.key}  {p.samples} samples in {len(p.shards)} shards ({_fmt_bytes(size)}), "
+              f"horizon {p.spec.max_horizon}, images {p.spec.image_codec}, dropped {p.dropped['instants']}")
+    return 0
+
+
+def _parse_resize(text: str | None) -> tuple[int, int] | None:
+    if not text:
+        return None
+    try:
+        h, w = (int(v) for v in text.lower().split("x"))
+    except ValueError:
+        raise InvalidInput(f"resize {text!r}: write it as HxW, e.g. 224x224") from None
+    return h, w
+
+
+def pack(args: argparse.Namespace) -> int:
+    client = _client(args)
+    s = client.slices.get(args.slice)
+    spec = PackSpec(
+        fps=args.fps,
+        streams=tuple(x.strip() for x in args.streams.split(",")) if args.streams else None,
+        image_codec=args.codec,
+        jpeg_quality=args.quality,
+        resize=_parse_resize(args.resize),
+        max_horizon=args.horizon,
+        shard_bytes=parse_size(args.shard_size),
+        staleness=args.staleness,
+    )
+    p = client.packs.create(s, spec, workers=args.workers, progress=not args.quiet, force=args.force)
+    size = sum(sh.bytes for sh in p.shards)
+    print(f"pack {p.key} of {s.id}: {p.samples} samples at {p.fps} fps in {len(p.shards)} shards "
+          f"({_fmt_bytes(size)})")
+    dropped = ", ".join(f"{k} {v}" for k, v in p.dropped["by_stream"].items() if v)
+    print(f"dropped {p.dropped['instants']} of {p.instants} instants as stale" + (f" ({dropped})" if dropped else ""))
+    for sh in p.shards:
+        print(f"  {sh.sha256}  {sh.samples:6d} samples  {_fmt_bytes(sh.bytes)}")
+    return 0
+
+
+def verify(args: argparse.Namespace) -> int:
+    client = _client(args)
+    s = client.slices.get(args.slice)
+    blobs = list(slice_blobs(s))
+    for p in client.packs.list(s):
+        if args.fps is None or float(p.fps) == args.fps:
+            blobs.extend(pack_blobs(p))
+    report = verify_blobs(client.store, blobs, progress=not args.quiet)
+    for problem in report.problems:
+        print(f"BAD  {problem}")
+    state = "ok" if report.ok else f"{len(report.problems)} bad"
+    print(f"{s.id}: {report.blobs} blobs, {_fmt_bytes(report.bytes)} re-hashed: {state}")
+    return 0 if report.ok else 1

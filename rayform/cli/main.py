@@ -1,0 +1,82 @@
+"""The ``rayform`` command. User errors print one line and exit 2; corruption found exits 1."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+from rayform.errors import RayformError
+
+EXIT_USER = 2
+EXIT_CORRUPT = 1
+
+
+def _parser() -> argparse.ArgumentParser:
+    from rayform.cli import commands as c
+
+    p = argparse.ArgumentParser(prog="rayform", description="Robot recordings into training data that streams.")
+    p.add_argument("--store", help="store URL (default: $RAYFORM_STORE, else ~/.local/share/rayform/store)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    d = sub.add_parser("demo", help="fill the store with a simulated demo site and slice; print the slice id")
+    d.add_argument("--site", default="demo")
+    d.add_argument("--episodes", type=int, default=6)
+    d.add_argument("--seconds", type=float, default=10.0)
+    d.add_argument("--seed", type=int, default=0)
+    d.set_defaults(run=c.demo)
+
+    seg = sub.add_parser("segments", help="segments in the store").add_subparsers(dest="action", required=True)
+    ls = seg.add_parser("ls", help="list segments (latest versions)")
+    ls.add_argument("--site")
+    ls.set_defaults(run=c.segments_ls)
+
+    sl = sub.add_parser("slices", help="slices in the store").add_subparsers(dest="action", required=True)
+    cr = sl.add_parser("create", help="create a slice; prints its id")
+    cr.add_argument("--site", action="append", default=[], help="every segment at this site (repeatable)")
+    cr.add_argument("--segment", action="append", default=[], help="a segment id, or id@version (repeatable)")
+    cr.add_argument("--name")
+    cr.set_defaults(run=c.slices_create)
+    sl.add_parser("ls", help="list slices").set_defaults(run=c.slices_ls)
+    sh = sl.add_parser("show", help="a slice's segments, streams and packs")
+    sh.add_argument("slice")
+    sh.set_defaults(run=c.slices_show)
+
+    pk = sub.add_parser("pack", help="pack a slice into shards at an fps")
+    pk.add_argument("slice")
+    pk.add_argument("--fps", type=float, required=True)
+    pk.add_argument("--streams", help="comma-separated (default: every stream all segments share)")
+    pk.add_argument("--codec", default="keep", choices=["keep", "jpeg", "png"], help="image codec (default: keep)")
+    pk.add_argument("--quality", type=int, default=90, help="JPEG quality when re-encoding")
+    pk.add_argument("--resize", help="HxW, e.g. 224x224 (re-encodes)")
+    pk.add_argument("--horizon", type=int, default=16, help="maximum action horizon, in steps")
+    pk.add_argument("--shard-size", default="64MiB", help="target shard size (default 64MiB)")
+    pk.add_argument("--staleness", type=float, default=1.5, help="alignment tolerance in stream periods")
+    pk.add_argument("--workers", type=int, help="processes (default: all cores)")
+    pk.add_argument("--force", action="store_true", help="pack again even if this pack exists")
+    pk.set_defaults(run=c.pack)
+
+    v = sub.add_parser("verify", help="re-hash every blob of a slice and its packs")
+    v.add_argument("slice")
+    v.add_argument("--fps", type=float, help="only the packs at this fps")
+    v.set_defaults(run=c.verify)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
+    try:
+        return int(args.run(args) or 0)
+    except RayformError as e:
+        print(f"rayform: error: {e}", file=sys.stderr)
+        return EXIT_USER
+    except KeyboardInterrupt:
+        print("rayform: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,46 @@
+"""The client: one store, and the segments, slices and packs in it."""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import Executor
+from typing import Any
+
+from rayform.pack import Pack, Packs, PackSpec
+from rayform.segments import Segments
+from rayform.slices import Slice, Slices
+from rayform.store import Store
+
+
+class Client:
+    """``rayform.Client(store=None)``: the store named, else ``RAYFORM_STORE``, else the local default.
+
+    ``store`` is any fsspec URL (a directory, ``s3://bucket/prefix``, ``memory://name``);
+    ``storage_options`` go to fsspec (for S3: ``endpoint_url``, ``key``, ``secret``, …).
+    """
+
+    def __init__(self, store: str | os.PathLike | Store | None = None, storage_options: dict | None = None):
+        self.store = store if isinstance(store, Store) else Store(store, storage_options)
+        self.segments = Segments(self.store)
+        self.slices = Slices(self.store)
+        self.packs = Packs(self.store)
+
+    def __repr__(self) -> str:
+        return f"Client({self.store.display!r})"
+
+    def pack(
+        self,
+        slice_: Slice | str,
+        fps: float,
+        *,
+        executor: Executor | None = None,
+        workers: int | None = None,
+        progress: bool = True,
+        force: bool = False,
+        **spec: Any,
+    ) -> Pack:
+        """Pack a slice at ``fps`` (other :class:`PackSpec` fields as keywords)."""
+        if isinstance(slice_, str):
+            slice_ = self.slices.get(slice_)
+        return self.packs.create(slice_, PackSpec(fps=fps, **spec), executor=executor, workers=workers,
+                                 progress=progress, force=force)

@@ -1,0 +1,36 @@
+"""The RAYFORM_* environment variables, read when used (never at import).
+
+Every reader takes ``env`` so tests can pass their own mapping.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+DEFAULT_STORE = "~/.local/share/rayform/store"
+DEFAULT_CACHE = "~/.cache/rayform"
+_TRUE = {"1", "true", "yes", "on"}
+
+
+def store_url(env: Mapping[str, str] = os.environ) -> str:
+    """The store used when none is given: RAYFORM_STORE, else a local directory."""
+    url = env.get("RAYFORM_STORE") or DEFAULT_STORE
+    return os.path.expanduser(url) if "://" not in url else url
+
+
+def cache_dir(env: Mapping[str, str] = os.environ) -> Path:
+    """The shard cache: RAYFORM_CACHE_DIR, else ~/.cache/rayform."""
+    return Path(os.path.expanduser(env.get("RAYFORM_CACHE_DIR") or DEFAULT_CACHE))
+
+
+def offline(env: Mapping[str, str] = os.environ) -> bool:
+    """True when RAYFORM_OFFLINE forbids reading any non-local store."""
+    return env.get("RAYFORM_OFFLINE", "").strip().lower() in _TRUE
+
+
+def pack_workers(env: Mapping[str, str] = os.environ) -> int | None:
+    """Processes used to pack when none is given: RAYFORM_PACK_WORKERS, else all cores."""
+    value = env.get("RAYFORM_PACK_WORKERS")
+    return int(value) if value else None

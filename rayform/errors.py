@@ -1,0 +1,68 @@
+"""Every error rayform raises on purpose.
+
+Each also subclasses the built-in exception a caller would naturally catch, so
+``except KeyError`` still works around ``client.slices.get``::
+
+    RayformError
+    ├── NotFound (KeyError)
+    │   ├── SliceNotFound
+    │   ├── SegmentNotFound
+    │   ├── PackNotFound
+    │   └── BlobNotFound
+    ├── IntegrityError (ValueError)       a blob whose bytes do not match its hash
+    ├── InvalidInput (ValueError)         bad arguments or source data: a missing stream,
+    │   └── StreamNotFound                 an fps the pack cannot serve, a malformed file
+    ├── OfflineError (ConnectionError)    RAYFORM_OFFLINE=1 and the bytes are not cached
+    └── StoreError (OSError)              the store could not be read or written
+
+Messages read ``subject: problem. fix``.
+"""
+
+from __future__ import annotations
+
+
+class RayformError(Exception):
+    """Base class of every error rayform raises on purpose."""
+
+    def __str__(self) -> str:  # KeyError would repr() its message; keep it readable
+        return str(self.args[0]) if self.args else self.__class__.__name__
+
+
+class NotFound(RayformError, KeyError):
+    """Something named by id is not in the store."""
+
+
+class SliceNotFound(NotFound):
+    """No slice with this id in the store."""
+
+
+class SegmentNotFound(NotFound):
+    """No segment (or segment version) with this id in the store."""
+
+
+class PackNotFound(NotFound):
+    """The slice has no pack with the asked parameters."""
+
+
+class BlobNotFound(NotFound):
+    """A blob named by a manifest is missing from the store."""
+
+
+class IntegrityError(RayformError, ValueError):
+    """Bytes do not match the sha256 that names them."""
+
+
+class InvalidInput(RayformError, ValueError):
+    """Arguments or source data that rayform cannot use."""
+
+
+class StreamNotFound(InvalidInput):
+    """A stream was asked for that the slice or segment does not have."""
+
+
+class OfflineError(RayformError, ConnectionError):
+    """RAYFORM_OFFLINE=1 forbids reading a non-local store, and the bytes are not cached."""
+
+
+class StoreError(RayformError, OSError):
+    """The store could not be read or written."""

@@ -1,0 +1,107 @@
+"""JPEG and PNG encode/decode with the fastest codec installed.
+
+JPEG goes through simplejpeg (libjpeg-turbo) when it is importable, else Pillow. PNG
+always goes through Pillow. Decoded images are ``(H, W, C)`` uint8 (or ``(H, W)`` for
+single-channel 8/16-bit PNG, as depth is).
+"""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+
+from rayform.errors import InvalidInput
+
+try:  # an installed fast path, not a requirement
+    import simplejpeg as _simplejpeg
+except ImportError:  # pragma: no cover - exercised by forcing the fallback in tests
+    _simplejpeg = None
+
+JPEG_MAGIC = b"\xff\xd8\xff"
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def jpeg_backend() -> str:
+    return "simplejpeg" if _simplejpeg is not None else "pillow"
+
+
+def sniff(data: bytes) -> str:
+    """``"jpeg"`` or ``"png"`` from the leading bytes; InvalidInput otherwise."""
+    head = bytes(data[:8])
+    if head.startswith(JPEG_MAGIC):
+        return "jpeg"
+    if head.startswith(PNG_MAGIC):
+        return "png"
+    raise InvalidInput(f"image bytes starting {head.hex()}: neither JPEG nor PNG")
+
+
+def decode_jpeg(data: bytes | memoryview) -> np.ndarray:
+    if _simplejpeg is not None:
+        return _simplejpeg.decode_jpeg(data, colorspace="RGB", fastdct=False, fastupsample=False)
+    from PIL import Image
+
+    return np.asarray(Image.open(io.BytesIO(data)).convert("RGB"))
+
+
+def encode_jpeg(image: np.ndarray, quality: int = 90) -> bytes:
+    image = np.ascontiguousarray(image)
+    if image.ndim == 2:
+        image = np.repeat(image[:, :, None], 3, axis=2)
+    if _simplejpeg is not None:
+        return _simplejpeg.encode_jpeg(image, quality=quality, colorspace="RGB", colorsubsampling="420")
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.fromarray(image).save(buf, format="JPEG", quality=quality, subsampling=2)
+    return buf.getvalue()
+
+
+def decode_png(data: bytes | memoryview) -> np.ndarray:
+    from PIL import Image
+
+    img = Image.open(io.BytesIO(data))
+    if img.mode in ("I;16", "I;16B", "I"):
+        return np.asarray(img).astype(np.uint16) if img.mode != "I" else np.asarray(img)
+    if img.mode not in ("RGB", "L"):
+        img = img.convert("RGB")
+    return np.asarray(img)
+
+
+def encode_png(image: np.ndarray) -> bytes:
+    from PIL import Image
+
+    image = np.ascontiguousarray(image)
+    if image.dtype == np.uint16 and image.ndim == 2:
+        pil = Image.fromarray(image, mode="I;16")
+    elif image.dtype == np.uint8:
+        pil = Image.fromarray(image)
+    else:
+        raise InvalidInput(f"PNG: cannot encode {image.dtype} {image.shape}; store it raw")
+    buf = io.BytesIO()
+    pil.save(buf, format="PNG", compress_level=1)
+    return buf.getvalue()
+
+
+def decode(data: bytes | memoryview, encoding: str) -> np.ndarray:
+    if encoding == "jpeg":
+        return decode_jpeg(data)
+    if encoding == "png":
+        return decode_png(data)
+    raise InvalidInput(f"image encoding {encoding!r}: not jpeg or png")
+
+
+def encode(image: np.ndarray, encoding: str, quality: int = 90) -> bytes:
+    if encoding == "jpeg":
+        return encode_jpeg(image, quality)
+    if encoding == "png":
+        return encode_png(image)
+    raise InvalidInput(f"image encoding {encoding!r}: not jpeg or png")
+
+
+def resize(image: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+    """Resize to ``(H, W)`` with Pillow's antialiasing filter."""
+    from PIL import Image
+
+    h, w = size
+    return np.asarray(Image.fromarray(image).resize((w, h), Image.Resampling.BILINEAR))

@@ -1,0 +1,179 @@
+"""Packing a slice: plan in this process, render on an executor, write shards in order.
+
+Tasks (runs of up to ``samples_per_task`` samples of one segment) are rendered on any
+``concurrent.futures.Executor`` (a local process pool by default, Dask's or another for
+slices bigger than one machine). Results are consumed in task order and shards are
+written only here, so the shard bytes never depend on how many processes rendered them.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import sys
+import tempfile
+from collections import deque
+from collections.abc import Iterator
+from concurrent.futures import Executor, Future, ProcessPoolExecutor
+from typing import Any
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from rayform import config, records
+from rayform.errors import InvalidInput
+from rayform.pack.manifest import Pack
+from rayform.pack.plan import SegmentPlan, Task, plan_segment, resolve_streams, tasks_of
+from rayform.pack.render import LOWDIM, StreamSchema, member_format, render_task
+from rayform.pack.shards import ShardWriter
+from rayform.pack.spec import PACK_FORMAT, PackSpec
+from rayform.segments import Segment
+from rayform.slices import Slice
+
+log = logging.getLogger("rayform.pack")
+
+
+def pack_slice(
+    slice_: Slice,
+    spec: PackSpec,
+    *,
+    executor: Executor | None = None,
+    workers: int | None = None,
+    progress: bool = True,
+) -> Pack:
+    """Render ``slice_`` at ``spec`` into shards in its store; returns the stored pack."""
+    store = slice_.store
+    segments = [slice_.segment(i) for i in range(len(slice_.segments))]
+    streams = resolve_streams(segments, spec.streams)
+    spec = PackSpec(**{**spec.__dict__, "streams": streams})
+    schema = _schema(segments, spec)
+    plans = [plan_segment(i, seg, slice_.segments[i], spec) for i, seg in enumerate(segments)]
+    total = sum(len(p.times) for p in plans)
+    if total == 0:
+        raise InvalidInput(
+            f"{slice_.id}: no instant at {spec.fps} fps has every stream of {', '.join(streams)} "
+            "fresh; check the streams' time ranges or raise the staleness tolerance"
+        )
+    members = sorted([s.member for s in schema.values() if s.kind == "image"] + [LOWDIM])
+    tasks = [(plans[t.position], t) for p in plans for t in tasks_of(p, spec.samples_per_task)]
+
+    shards: list[dict[str, Any]] = []
+    rows: list[np.ndarray] = []
+    bar = tqdm(total=total, unit="sample", desc=f"pack {slice_.id}", disable=not progress, leave=False)
+    with tempfile.TemporaryDirectory(prefix="rayform-pack-") as tmp:
+        writer = ShardWriter(tmp, spec.shard_bytes, members)
+
+        def store_shard(shard) -> None:
+            store.put_blob_file(shard.path, shard.sha256)
+            os.unlink(shard.path)
+            rows.append(np.column_stack([np.full(shard.samples, len(shards), np.int64), shard.index]))
+            shards.append({"sha256": shard.sha256, "bytes": shard.bytes, "samples": shard.samples})
+
+        for samples in _rendered(slice_, spec, schema, tasks, executor, workers):
+            for key, sample in samples:
+                for shard in writer.add(key, sample):
+                    store_shard(shard)
+            bar.update(len(samples))
+        for shard in writer.finish():
+            store_shard(shard)
+    bar.close()
+
+    manifest = {
+        "format": PACK_FORMAT,
+        "slice": slice_.id,
+        "slice_digest": slice_.digest,
+        "spec": spec.to_manifest(),
+        "schema": {n: s.to_manifest() for n, s in schema.items()},
+        "members": members,
+        "shards": shards,
+        "index": store.put_blob(records.to_npy(np.concatenate(rows))),
+        "samples": total,
+        "instants": sum(p.instants for p in plans),
+        "dropped": _dropped(plans),
+        "segments": [
+            {"id": p.segment_id, "version": p.version, "site": p.site, "samples": len(p.times),
+             "instants": p.instants, "dropped": p.dropped}
+            for p in plans
+        ],
+    }
+    digest = store.put_json_blob(manifest)
+    store.put_ref(f"refs/packs/{slice_.id}/{spec.key()}.json", {"manifest": digest, "spec": spec.to_manifest()})
+    pack = Pack(digest, manifest)
+    if pack.dropped["instants"]:
+        log.info("%s: dropped %d of %d instants as stale (%s)", slice_.id, pack.dropped["instants"],
+                 pack.instants, ", ".join(f"{k}: {v}" for k, v in pack.dropped["by_stream"].items() if v))
+    return pack
+
+
+def _rendered(
+    slice_: Slice,
+    spec: PackSpec,
+    schema: dict[str, StreamSchema],
+    tasks: list[tuple[SegmentPlan, Task]],
+    executor: Executor | None,
+    workers: int | None,
+) -> Iterator[list]:
+    """Each task's samples, in task order, rendered on the executor with a bounded window."""
+    args = [(slice_.store_ref, plan.segment_id, slice_.id, spec, schema, plan.end_ns, task) for plan, task in tasks]
+    workers = workers or config.pack_workers() or os.cpu_count() or 1
+    if executor is None and (workers <= 1 or len(tasks) <= 1):
+        for a in args:
+            yield render_task(*a)
+        return
+    own = executor is None
+    if own:
+        executor = ProcessPoolExecutor(workers, mp_context=_pool_context())
+    window = 2 * (getattr(executor, "_max_workers", None) or workers)
+    pending: deque[Future] = deque()
+    try:
+        it = iter(args)
+        for a in it:
+            pending.append(executor.submit(render_task, *a))
+            if len(pending) >= window:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
+    finally:
+        for f in pending:
+            f.cancel()
+        if own:
+            executor.shutdown(wait=True, cancel_futures=True)
+
+
+def _pool_context():
+    # fork is unsafe once threads (s3fs's event loop, torch) exist in the parent.
+    method = "forkserver" if sys.platform.startswith("linux") else "spawn"
+    return multiprocessing.get_context(method)
+
+
+def _schema(segments: list[Segment], spec: PackSpec) -> dict[str, StreamSchema]:
+    first = segments[0]
+    out = {}
+    for name in spec.streams:
+        info = first.streams[name]
+        for seg in segments[1:]:
+            other = seg.streams[name]
+            if other.kind != info.kind:
+                raise InvalidInput(f"stream {name}: {info.kind} in {first.id} but {other.kind} in {seg.id}")
+            if other.shape != info.shape and not (info.is_image and spec.resize):
+                raise InvalidInput(
+                    f"stream {name}: shape {info.shape} in {first.id} but {other.shape} in {seg.id}; "
+                    + ("pack with a resize" if info.is_image else "they cannot share a pack")
+                )
+        member = name.replace("/", ".")
+        if info.is_image:
+            fmt = member_format(info.encoding, info.dtype, spec)
+            shape = info.shape if not spec.resize else tuple(spec.resize) + tuple(info.shape[2:])
+            out[name] = StreamSchema(name, "image", f"{member}.{fmt}", info.dtype, shape)
+        else:
+            out[name] = StreamSchema(name, info.kind, member, info.dtype, info.shape, info.units, info.names, info.frame)
+    return out
+
+
+def _dropped(plans: list[SegmentPlan]) -> dict[str, Any]:
+    by_stream: dict[str, int] = {}
+    for p in plans:
+        for name, n in p.dropped.items():
+            by_stream[name] = by_stream.get(name, 0) + n
+    return {"instants": sum(p.dropped_instants for p in plans), "by_stream": by_stream}

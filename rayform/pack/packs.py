@@ -1,0 +1,69 @@
+"""``client.packs``: find, list and make the packs of a slice."""
+
+from __future__ import annotations
+
+from concurrent.futures import Executor
+
+from rayform.errors import NotFound, PackNotFound
+from rayform.pack.manifest import Pack
+from rayform.pack.packer import pack_slice
+from rayform.pack.spec import PackSpec
+from rayform.slices import Slice
+from rayform.store import Store
+
+
+class Packs:
+    def __init__(self, store: Store):
+        self.store = store
+
+    def list(self, slice_: Slice | str) -> list[Pack]:
+        sid = slice_ if isinstance(slice_, str) else slice_.id
+        out = []
+        for key in self.store.list_refs(f"refs/packs/{sid}"):
+            ref = self.store.get_ref(key)
+            out.append(Pack(ref["manifest"], self.store.get_json_blob(ref["manifest"])))
+        return out
+
+    def get(self, slice_: Slice | str, spec: PackSpec) -> Pack:
+        """The pack made with exactly ``spec`` (streams resolved as packing resolves them)."""
+        sid = slice_ if isinstance(slice_, str) else slice_.id
+        for pack in self.list(sid):
+            if pack.spec == spec or (spec.streams is None and pack.spec == _with_streams(spec, pack.spec.streams)):
+                return pack
+        raise PackNotFound(f"{sid}: no pack at {spec.fps} fps with these parameters. Run: rayform pack {sid} --fps {spec.fps}")
+
+    def find(self, slice_: Slice | str, fps: float, streams: list[str] = (), horizon: int = 0) -> Pack:
+        """A pack at ``fps`` holding ``streams`` with a horizon of at least ``horizon``."""
+        sid = slice_ if isinstance(slice_, str) else slice_.id
+        fitting = [
+            p for p in self.list(sid)
+            if float(p.fps) == float(fps) and set(streams) <= set(p.spec.streams) and p.spec.max_horizon >= horizon
+        ]
+        if not fitting:
+            raise PackNotFound(
+                f"{sid}: no pack at {fps} fps with {', '.join(streams) or 'these streams'} and horizon ≥ {horizon}. "
+                f"Run: rayform pack {sid} --fps {fps:g}"
+            )
+        return min(fitting, key=lambda p: (len(p.spec.streams), p.spec.max_horizon, p.digest))
+
+    def create(
+        self,
+        slice_: Slice,
+        spec: PackSpec,
+        *,
+        executor: Executor | None = None,
+        workers: int | None = None,
+        progress: bool = True,
+        force: bool = False,
+    ) -> Pack:
+        """Pack ``slice_`` at ``spec``, or return the pack already made with it."""
+        if not force:
+            try:
+                return self.get(slice_, spec)
+            except NotFound:
+                pass
+        return pack_slice(slice_, spec, executor=executor, workers=workers, progress=progress)
+
+
+def _with_streams(spec: PackSpec, streams) -> PackSpec:
+    return PackSpec(**{**spec.__dict__, "streams": streams})

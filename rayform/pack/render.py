@@ -1,0 +1,137 @@
+"""Rendering samples: one task's instants of one segment into tar member bytes.
+
+Runs in pool workers, so everything it takes is picklable and it opens the store itself.
+A sample is the members of one key::
+
+    <key>.<stream with / as .>.jpg|png|npy   one per image stream
+    <key>.lowdim.mp                          t_ns, meta fields, and for every array stream
+                                             its values at t + j/fps, j = 0..max_horizon,
+                                             with the pad mask
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from rayform import align, imagecodec, records
+from rayform.pack.plan import Task
+from rayform.pack.spec import PackSpec
+from rayform.segments import Segment, Segments
+from rayform.store import StoreRef
+
+LOWDIM = "lowdim.mp"  # ".mp": the extension webdataset decodes as msgpack
+
+
+@dataclass(frozen=True)
+class StreamSchema:
+    """How one stream appears in the shards."""
+
+    name: str
+    kind: str
+    member: str  # tar member extension, e.g. "cam0.rgb.jpg"
+    dtype: str
+    shape: tuple[int, ...]
+    units: str | None = None
+    names: tuple[str, ...] | None = None
+    frame: str | None = None
+
+    @property
+    def format(self) -> str:
+        return self.member.rsplit(".", 1)[1]
+
+    def to_manifest(self) -> dict[str, Any]:
+        return {"kind": self.kind, "member": self.member, "dtype": self.dtype, "shape": list(self.shape),
+                "units": self.units, "names": list(self.names) if self.names else None, "frame": self.frame}
+
+    @classmethod
+    def from_manifest(cls, name: str, m: dict[str, Any]) -> StreamSchema:
+        return cls(name, m["kind"], m["member"], m["dtype"], tuple(m["shape"]), m.get("units"),
+                   tuple(m["names"]) if m.get("names") else None, m.get("frame"))
+
+
+def member_format(source_encoding: str, dtype: str, spec: PackSpec) -> str:
+    """The file format an image stream is packed as."""
+    kind = np.dtype(dtype).kind
+    if kind == "f":
+        return "npy"  # float depth: no image codec keeps it losslessly
+    if np.dtype(dtype).itemsize > 1 or spec.image_codec == "png":
+        return "png"
+    if spec.image_codec == "jpeg":
+        return "jpg"
+    return {"jpeg": "jpg", "png": "png"}.get(source_encoding, "png")
+
+
+def sample_key(segment_id: str, version: str, grid_index: int) -> str:
+    # No dots: webdataset splits a member name into key and extension at the first dot.
+    return f"{segment_id}-{version[:8]}-{grid_index:06d}"
+
+
+_SEGMENTS: OrderedDict[tuple[str, str], Segment] = OrderedDict()
+
+
+def _segment(store_ref: StoreRef, version: str, segment_id: str) -> Segment:
+    key = (store_ref.url, version)
+    if key not in _SEGMENTS:
+        _SEGMENTS[key] = Segments(store_ref.open()).get(segment_id, version)
+        while len(_SEGMENTS) > 4:
+            _SEGMENTS.popitem(last=False)
+    return _SEGMENTS[key]
+
+
+def render_task(
+    store_ref: StoreRef,
+    segment_id: str,
+    slice_id: str,
+    spec: PackSpec,
+    schema: dict[str, StreamSchema],
+    end_ns: int,
+    task: Task,
+) -> list[tuple[str, dict[str, bytes]]]:
+    """The samples of one task, in time order, as ``(key, {member: bytes})``."""
+    seg = _segment(store_ref, task.version, segment_id)
+    t = task.times
+    images: dict[str, list[bytes]] = {}
+    arrays: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    for name, s in schema.items():
+        ts = seg.timestamps(name)
+        if s.kind == "image":
+            idx = align.latest_at_or_before(ts, t)
+            images[s.member] = [_image_member(seg, name, int(i), s, spec) for i in idx]
+        else:
+            end = min(end_ns, int(ts[-1]))
+            arrays[name] = align.future_window(ts, seg.values(name), t, spec.fps, spec.max_horizon, end, s.kind)
+    out = []
+    for j in range(len(t)):
+        lowdim = {
+            "t_ns": int(t[j]),
+            "index": int(task.grid_index[j]),
+            "slice": slice_id,
+            "segment": seg.id,
+            "segment_version": seg.version,
+            "site": seg.site,
+            "arrays": {
+                name: {"future": records.pack_array(values[j]), "pad": records.pack_array(pad[j])}
+                for name, (values, pad) in arrays.items()
+            },
+        }
+        members = {member: frames[j] for member, frames in images.items()}
+        members[LOWDIM] = records.dumps(lowdim)
+        out.append((sample_key(seg.id, seg.version, int(task.grid_index[j])), members))
+    return out
+
+
+def _image_member(seg: Segment, name: str, index: int, s: StreamSchema, spec: PackSpec) -> bytes:
+    info = seg.streams[name]
+    target = {"jpg": "jpeg", "png": "png", "npy": "npy"}[s.format]
+    if info.encoding == target and spec.resize is None:
+        return seg.frame_bytes(name, index)  # as recorded: not one pixel re-encoded
+    image = seg.frame_array(name, index)
+    if spec.resize is not None and tuple(image.shape[:2]) != spec.resize:
+        image = imagecodec.resize(image, spec.resize)
+    if target == "npy":
+        return records.to_npy(image)
+    return imagecodec.encode(image, target, spec.jpeg_quality)

@@ -1,0 +1,83 @@
+"""The parameters of a pack, and their validation."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from rayform.errors import InvalidInput
+from rayform.store import canonical_json, sha256_hex
+
+CODECS = ("keep", "jpeg", "png")
+PACK_FORMAT = "rayform.pack/1"
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?i?b?)?\s*$", re.I)
+_UNITS = {"": 1, "b": 1, "k": 1e3, "kb": 1e3, "kib": 1 << 10, "m": 1e6, "mb": 1e6, "mib": 1 << 20,
+          "g": 1e9, "gb": 1e9, "gib": 1 << 30, "t": 1e12, "tb": 1e12, "tib": 1 << 40}
+
+
+def parse_size(text: str | int) -> int:
+    """``64MB``, ``512KiB``, ``1e6`` or an int, in bytes."""
+    if isinstance(text, int):
+        return text
+    m = _SIZE.match(str(text))
+    if not m or m.group(2).lower() not in _UNITS:
+        raise InvalidInput(f"size {text!r}: write it like 64MB, 512KiB or 1000000")
+    return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+
+
+@dataclass(frozen=True)
+class PackSpec:
+    """How a slice is rendered for training.
+
+    ``image_codec``: ``"keep"`` stores recorded JPEG/PNG bytes untouched (raw frames become
+    PNG, or npy for float depth); ``"jpeg"`` re-encodes at ``jpeg_quality``; ``"png"`` stores
+    lossless. A ``resize`` (H, W) always re-encodes (``keep`` then keeps the format).
+    ``staleness`` is the tolerance of time alignment in periods of each stream's own median
+    rate: an image older than that, or an array gap wider than twice that, drops the instant.
+    """
+
+    fps: float
+    streams: tuple[str, ...] | None = None
+    image_codec: str = "keep"
+    jpeg_quality: int = 90
+    resize: tuple[int, int] | None = None
+    max_horizon: int = 16
+    shard_bytes: int = 64 << 20
+    staleness: float = 1.5
+    samples_per_task: int = field(default=256, compare=False)
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.fps, (int, float)) and 0 < self.fps <= 10_000):
+            raise InvalidInput(f"fps {self.fps!r}: must be a number in (0, 10000]")
+        if self.image_codec not in CODECS:
+            raise InvalidInput(f"image codec {self.image_codec!r}: one of {', '.join(CODECS)}")
+        if not 1 <= self.jpeg_quality <= 100:
+            raise InvalidInput(f"JPEG quality {self.jpeg_quality}: must be 1..100")
+        if not 0 <= self.max_horizon <= 4096:
+            raise InvalidInput(f"max horizon {self.max_horizon}: must be 0..4096")
+        if self.shard_bytes < 1 << 16:
+            raise InvalidInput(f"shard size {self.shard_bytes} B: must be at least 64 KiB")
+        if self.staleness <= 0:
+            raise InvalidInput(f"staleness {self.staleness}: must be > 0")
+        if self.resize is not None:
+            object.__setattr__(self, "resize", tuple(int(v) for v in self.resize))
+        if self.streams is not None:
+            object.__setattr__(self, "streams", tuple(self.streams))
+        if float(self.fps).is_integer():
+            object.__setattr__(self, "fps", int(self.fps))
+
+    def to_manifest(self) -> dict[str, Any]:
+        out = asdict(self)
+        out.pop("samples_per_task")
+        out["streams"] = list(self.streams) if self.streams is not None else None
+        out["resize"] = list(self.resize) if self.resize is not None else None
+        return out
+
+    @classmethod
+    def from_manifest(cls, m: dict[str, Any]) -> PackSpec:
+        return cls(**m)
+
+    def key(self) -> str:
+        """A short, stable name for these parameters: ``fps15-<8 hex>``."""
+        return f"fps{self.fps}-{sha256_hex(canonical_json([PACK_FORMAT, self.to_manifest()]))[:8]}"

@@ -1,0 +1,332 @@
+"""Segments: one continuous recording at one site, immutable per version.
+
+A segment's id is derived from its site and name, so re-ingesting the same recording
+finds the same segment. Its version is the sha256 of its manifest: a change in any byte
+makes a new version, and old versions stay readable (their blobs are never deleted).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from rayform import imagecodec, records
+from rayform.errors import InvalidInput, NotFound, SegmentNotFound, StreamNotFound
+from rayform.store import Store
+from rayform.streams import (
+    FRAMES,
+    ArrayStream,
+    ImageStream,
+    PoseStream,
+    Stream,
+    StreamInfo,
+    check_stream_name,
+    check_timestamps,
+)
+
+SEGMENT_FORMAT = "rayform.segment/1"
+IMAGE_CHUNK_BYTES = 16 << 20  # frames are stored in blobs of about this size
+_SITE = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
+
+
+def check_site(site: str) -> str:
+    if not isinstance(site, str) or not _SITE.match(site):
+        raise InvalidInput(f"site {site!r}: use 1-64 letters, digits, '_', '-' or '.'")
+    return site
+
+
+def segment_id(site: str, name: str) -> str:
+    return "seg_" + hashlib.sha256(f"{site}\0{name}".encode()).hexdigest()[:12]
+
+
+@dataclass(frozen=True)
+class SegmentRef:
+    """What ``segments.add`` returns: a segment id and the version that was stored."""
+
+    id: str
+    version: str
+    site: str
+    name: str
+
+
+class Segment:
+    """One stored segment version: its manifest, and its stream data read on demand."""
+
+    def __init__(self, store: Store, version: str, manifest: Mapping[str, Any]):
+        self.store = store
+        self.version = version
+        self.id: str = manifest["id"]
+        self.site: str = manifest["site"]
+        self.name: str = manifest["name"]
+        self.meta: dict = dict(manifest.get("meta", {}))
+        self.streams: dict[str, StreamInfo] = {
+            n: StreamInfo.from_manifest(n, s) for n, s in manifest["streams"].items()
+        }
+        self._blobs: OrderedDict[str, Any] = OrderedDict()
+
+    def __repr__(self) -> str:
+        return f"Segment({self.id}@{self.version[:8]}, site={self.site!r}, name={self.name!r})"
+
+    def stream(self, name: str) -> StreamInfo:
+        try:
+            return self.streams[name]
+        except KeyError:
+            raise StreamNotFound(
+                f"{self.id}: no stream {name!r}. It has: {', '.join(sorted(self.streams))}"
+            ) from None
+
+    def blobs(self) -> list[str]:
+        """Every blob this version names (not counting its manifest)."""
+        out = []
+        for s in self.streams.values():
+            out.append(s.timestamps)
+            out.extend(d for d, _ in s.data)
+            if s.sizes:
+                out.append(s.sizes)
+        return out
+
+    def timestamps(self, name: str) -> np.ndarray:
+        return self._npy(self.stream(name).timestamps)
+
+    def values(self, name: str) -> np.ndarray:
+        """All values of an array or pose stream, ``(N, *shape)``."""
+        info = self.stream(name)
+        if info.is_image:
+            raise InvalidInput(f"{self.id}: stream {name!r} holds images, not array values")
+        return self._npy(info.data[0][0])
+
+    def frame_bytes(self, name: str, index: int) -> bytes:
+        """Frame ``index`` of an encoded image stream, as recorded."""
+        info = self.stream(name)
+        offsets = self._cached("offsets:" + info.sizes, _offsets_of, info.sizes)
+        blob, first = self._chunk_of(info, index)
+        base = offsets[first]
+        return self._raw(blob)[offsets[index] - base : offsets[index + 1] - base]
+
+    def frame_array(self, name: str, index: int) -> np.ndarray:
+        """Frame ``index`` decoded (or as stored, for raw streams), ``(H, W[, C])``."""
+        info = self.stream(name)
+        if info.encoding == "raw":
+            blob, first = self._chunk_of(info, index)
+            return self._npy(blob)[index - first]
+        return imagecodec.decode(self.frame_bytes(name, index), info.encoding)
+
+    # Blobs are content-addressed, so caching them by hash can never serve stale bytes.
+    def _raw(self, digest: str) -> bytes:
+        return self._cached(digest, lambda b: b)
+
+    def _npy(self, digest: str) -> np.ndarray:
+        return self._cached("npy:" + digest, lambda b: records.from_npy(b, f"blob {digest[:16]}"), digest)
+
+    def _cached(self, key: str, parse, digest: str | None = None):
+        if key in self._blobs:
+            self._blobs.move_to_end(key)
+            return self._blobs[key]
+        value = parse(self.store.get_blob(digest or key))
+        self._blobs[key] = value
+        while len(self._blobs) > 8:
+            self._blobs.popitem(last=False)
+        return value
+
+    @staticmethod
+    def _chunk_of(info: StreamInfo, index: int) -> tuple[str, int]:
+        if not 0 <= index < info.count:
+            raise IndexError(f"stream {info.name}: frame {index} of {info.count}")
+        first = 0
+        for blob, n in info.data:
+            if index < first + n:
+                return blob, first
+            first += n
+        raise AssertionError("unreachable: counts are checked on write")
+
+
+class Segments:
+    """``client.segments``: add, get and list segments."""
+
+    def __init__(self, store: Store):
+        self.store = store
+
+    def add(
+        self,
+        site: str,
+        name: str,
+        streams: Sequence[Stream],
+        meta: Mapping[str, Any] | None = None,
+    ) -> SegmentRef:
+        """Store a segment; returns its id and version (the same version if nothing changed)."""
+        check_site(site)
+        if not streams:
+            raise InvalidInput(f"segment {site}/{name}: no streams")
+        sid = segment_id(site, name)
+        entries: dict[str, Any] = {}
+        for stream in streams:
+            check_stream_name(stream.name)
+            if stream.name in entries:
+                raise InvalidInput(f"segment {site}/{name}: stream {stream.name!r} given twice")
+            entries[stream.name] = self._put_stream(stream).to_manifest()
+        manifest = {
+            "format": SEGMENT_FORMAT,
+            "id": sid,
+            "site": site,
+            "name": name,
+            "meta": dict(meta or {}),
+            "streams": entries,
+        }
+        version = self.store.put_json_blob(manifest)
+        self._record_version(sid, site, name, version)
+        return SegmentRef(sid, version, site, name)
+
+    def get(self, segment_id: str, version: str | None = None) -> Segment:
+        """A segment version (the latest when ``version`` is None)."""
+        if version is None:
+            versions = self.versions(segment_id)
+            version = versions[-1]
+        try:
+            manifest = self.store.get_json_blob(version)
+        except NotFound:
+            raise SegmentNotFound(
+                f"{segment_id}@{version[:12]}: no such segment version in {self.store.display}"
+            ) from None
+        if manifest.get("format") != SEGMENT_FORMAT or manifest.get("id") != segment_id:
+            raise SegmentNotFound(f"{segment_id}@{version[:12]}: that blob is not this segment")
+        return Segment(self.store, version, manifest)
+
+    def versions(self, segment_id: str) -> list[str]:
+        """All versions of a segment, oldest first."""
+        return self._ref(segment_id)["versions"]
+
+    def list(self, site: str | None = None) -> list[SegmentRef]:
+        """The latest version of every segment, at one site or at all of them."""
+        prefix = f"refs/segments/{check_site(site)}" if site else "refs/segments"
+        out = []
+        for key in self.store.list_refs(prefix):
+            ref = self.store.get_ref(key)
+            out.append(SegmentRef(ref["id"], ref["versions"][-1], ref["site"], ref["name"]))
+        return sorted(out, key=lambda r: (r.site, r.name))
+
+    def sites(self) -> list[str]:
+        return sorted({r.site for r in self.list()})
+
+    # -- internals ---------------------------------------------------------------------
+    def _ref(self, segment_id: str) -> dict:
+        for key in self.store.list_refs("refs/segments"):
+            if key.endswith(f"/{segment_id}.json"):
+                return self.store.get_ref(key)
+        raise SegmentNotFound(f"{segment_id}: no such segment in {self.store.display}")
+
+    def _record_version(self, sid: str, site: str, name: str, version: str) -> None:
+        key = f"refs/segments/{site}/{sid}.json"
+        try:
+            ref = self.store.get_ref(key)
+        except NotFound:
+            ref = {"id": sid, "site": site, "name": name, "versions": []}
+        if ref["versions"] and ref["versions"][-1] == version:
+            return
+        ref["versions"].append(version)
+        self.store.put_ref(key, ref)
+
+    def _put_stream(self, stream: Stream) -> StreamInfo:
+        if isinstance(stream, ImageStream):
+            return self._put_images(stream)
+        if isinstance(stream, (ArrayStream, PoseStream)):
+            return self._put_array(stream)
+        raise InvalidInput(f"{stream!r}: not an ImageStream, ArrayStream or PoseStream")
+
+    def _put_array(self, stream: ArrayStream | PoseStream) -> StreamInfo:
+        values = np.asarray(stream.values)
+        if values.dtype.kind not in "biuf":
+            raise InvalidInput(f"stream {stream.name}: dtype {values.dtype} is not numeric or bool")
+        if values.ndim == 0:
+            raise InvalidInput(f"stream {stream.name}: values must be (N, ...), got a scalar")
+        ts = check_timestamps(stream.name, stream.timestamps, len(values))
+        frame = names = None
+        kind = "array"
+        if isinstance(stream, PoseStream):
+            kind = "pose"
+            frame = stream.frame
+            if frame not in FRAMES:
+                raise InvalidInput(f"stream {stream.name}: frame {frame!r} is not one of {FRAMES}")
+            if values.shape[1:] != (7,):
+                raise InvalidInput(f"stream {stream.name}: poses are (N, 7) x,y,z,qx,qy,qz,qw; got {values.shape}")
+            values = values.astype(np.float64)
+            norms = np.linalg.norm(values[:, 3:], axis=1)
+            if not np.all(np.abs(norms - 1) < 1e-3):
+                bad = int(np.flatnonzero(np.abs(norms - 1) >= 1e-3)[0])
+                raise InvalidInput(f"stream {stream.name}: quaternion {bad} has norm {norms[bad]:.4f}, not 1")
+        elif stream.names is not None:
+            names = tuple(stream.names)
+            if values.ndim != 2 or values.shape[1] != len(names):
+                raise InvalidInput(f"stream {stream.name}: {len(names)} names for values of shape {values.shape}")
+        return StreamInfo(
+            name=stream.name,
+            kind=kind,
+            count=len(values),
+            dtype=values.dtype.str,
+            shape=tuple(values.shape[1:]),
+            timestamps=self.store.put_blob(records.to_npy(ts)),
+            data=((self.store.put_blob(records.to_npy(values)), len(values)),),
+            units=stream.units,
+            names=names,
+            frame=frame,
+            meta=dict(stream.meta),
+        )
+
+    def _put_images(self, stream: ImageStream) -> StreamInfo:
+        frames = stream.frames
+        ts = check_timestamps(stream.name, stream.timestamps, len(frames))
+        if isinstance(frames, np.ndarray):
+            if frames.ndim not in (3, 4) or frames.dtype.kind not in "uf":
+                raise InvalidInput(
+                    f"stream {stream.name}: raw frames must be (N, H, W[, C]) unsigned or float, "
+                    f"got {frames.shape} {frames.dtype}"
+                )
+            per_chunk = max(1, IMAGE_CHUNK_BYTES // max(1, frames[0].nbytes))
+            chunks = tuple(
+                (self.store.put_blob(records.to_npy(frames[i : i + per_chunk])), len(frames[i : i + per_chunk]))
+                for i in range(0, len(frames), per_chunk)
+            )
+            return StreamInfo(
+                name=stream.name, kind="image", count=len(frames), dtype=frames.dtype.str,
+                shape=tuple(frames.shape[1:]), timestamps=self.store.put_blob(records.to_npy(ts)),
+                data=chunks, encoding="raw", meta=dict(stream.meta),
+            )
+        encoding = _common_encoding(stream.name, frames)
+        first = imagecodec.decode(frames[0], encoding)
+        return StreamInfo(
+            name=stream.name, kind="image", count=len(frames), dtype=first.dtype.str,
+            shape=tuple(first.shape), timestamps=self.store.put_blob(records.to_npy(ts)),
+            data=tuple(self._put_frame_chunks(frames)), encoding=encoding,
+            sizes=self.store.put_blob(records.to_npy(np.array([len(f) for f in frames], np.int64))),
+            meta=dict(stream.meta),
+        )
+
+    def _put_frame_chunks(self, frames: Sequence[bytes]) -> Iterable[tuple[str, int]]:
+        buf: list[bytes] = []
+        size = 0
+        for f in frames:
+            buf.append(bytes(f))
+            size += len(f)
+            if size >= IMAGE_CHUNK_BYTES:
+                yield self.store.put_blob(b"".join(buf)), len(buf)
+                buf, size = [], 0
+        if buf:
+            yield self.store.put_blob(b"".join(buf)), len(buf)
+
+
+def _offsets_of(sizes_npy: bytes) -> np.ndarray:
+    sizes = records.from_npy(sizes_npy, "frame sizes")
+    return np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+
+
+def _common_encoding(name: str, frames: Sequence[bytes]) -> str:
+    first = imagecodec.sniff(frames[0])
+    for i, f in enumerate(frames):
+        if not bytes(f[:3]) == bytes(frames[0][:3]):
+            raise InvalidInput(f"stream {name}: frame {i} is {imagecodec.sniff(f)}, frame 0 is {first}")
+    return first

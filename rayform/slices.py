@@ -1,0 +1,180 @@
+"""Slices: immutable selections of segment versions, optionally with time ranges.
+
+A slice's id is ``slc_`` plus the first 8 hex of the sha256 of its manifest, longer
+where another slice already holds that prefix (as git abbreviates commits).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Union
+
+from rayform.errors import InvalidInput, NotFound, SliceNotFound
+from rayform.segments import Segment, SegmentRef, Segments, check_site
+from rayform.store import Store, StoreRef, canonical_json, sha256_hex
+
+SLICE_FORMAT = "rayform.slice/1"
+ID_HEX = 8
+
+
+@dataclass(frozen=True)
+class SliceSegment:
+    """One segment version in a slice, with the time range taken from it (None: all)."""
+
+    id: str
+    version: str
+    site: str
+    start_ns: int | None = None
+    end_ns: int | None = None
+
+    def to_manifest(self) -> dict[str, Any]:
+        return {"id": self.id, "version": self.version, "site": self.site,
+                "start_ns": self.start_ns, "end_ns": self.end_ns}
+
+
+SegmentSelector = Union[SegmentRef, SliceSegment, str, Mapping[str, Any]]
+
+
+class Slice:
+    """A stored slice. Picklable: it carries how to reopen its store, not an open handle."""
+
+    def __init__(self, store: Store | StoreRef, id: str, digest: str, manifest: Mapping[str, Any]):
+        self._store_ref = store.ref if isinstance(store, Store) else store
+        self._store = store if isinstance(store, Store) else None
+        self.id = id
+        self.digest = digest
+        self.name: str | None = manifest.get("name")
+        self.segments: tuple[SliceSegment, ...] = tuple(SliceSegment(**s) for s in manifest["segments"])
+
+    def __repr__(self) -> str:
+        return f"Slice({self.id!r}, name={self.name!r}, segments={len(self.segments)})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Slice) and other.digest == self.digest
+
+    def __hash__(self) -> int:
+        return hash(self.digest)
+
+    def __reduce__(self):
+        return (_rebuild_slice, (self._store_ref, self.id, self.digest, self.manifest()))
+
+    @property
+    def store(self) -> Store:
+        if self._store is None:
+            self._store = self._store_ref.open()
+        return self._store
+
+    @property
+    def store_ref(self) -> StoreRef:
+        return self._store_ref
+
+    @property
+    def sites(self) -> list[str]:
+        return sorted({s.site for s in self.segments})
+
+    def manifest(self) -> dict[str, Any]:
+        return {"format": SLICE_FORMAT, "name": self.name, "segments": [s.to_manifest() for s in self.segments]}
+
+    def segment(self, index: int) -> Segment:
+        s = self.segments[index]
+        return Segments(self.store).get(s.id, s.version)
+
+
+def _rebuild_slice(store_ref: StoreRef, id: str, digest: str, manifest: dict) -> Slice:
+    return Slice(store_ref, id, digest, manifest)
+
+
+class Slices:
+    """``client.slices``: create, get and list slices."""
+
+    def __init__(self, store: Store):
+        self.store = store
+        self._segments = Segments(store)
+
+    def create(
+        self,
+        segments: Iterable[SegmentSelector] | None = None,
+        *,
+        site: str | Sequence[str] | None = None,
+        name: str | None = None,
+    ) -> Slice:
+        """A slice of the given segments, or of every segment at ``site`` (latest versions).
+
+        A selector is a ``SegmentRef``, a segment id (latest version), ``"seg_…@<version>"``,
+        or a mapping with ``id`` and optional ``version``, ``start_ns``, ``end_ns``.
+        Creating the same selection twice returns the same slice.
+        """
+        chosen = [self._resolve(s) for s in segments or ()]
+        if site is not None:
+            for one in [site] if isinstance(site, str) else site:
+                refs = self._segments.list(check_site(one))
+                if not refs:
+                    raise InvalidInput(f"site {one!r}: no segments in {self.store.display}")
+                chosen.extend(SliceSegment(r.id, r.version, r.site) for r in refs)
+        if not chosen:
+            raise InvalidInput("slice: select at least one segment (segments=... or site=...)")
+        seen = set()
+        for s in chosen:
+            if (s.id, s.version, s.start_ns, s.end_ns) in seen:
+                raise InvalidInput(f"slice: {s.id}@{s.version[:8]} selected twice")
+            seen.add((s.id, s.version, s.start_ns, s.end_ns))
+        manifest = {"format": SLICE_FORMAT, "name": name, "segments": [s.to_manifest() for s in chosen]}
+        digest = self.store.put_json_blob(manifest)
+        slice_id = self._claim_id(digest)
+        return Slice(self.store, slice_id, digest, manifest)
+
+    def get(self, slice_id: str) -> Slice:
+        """The slice with this id; SliceNotFound (a KeyError) naming the id and store if none."""
+        if not isinstance(slice_id, str) or not slice_id.startswith("slc_"):
+            raise SliceNotFound(f"{slice_id!r}: not a slice id (they look like slc_7c1e04aa)")
+        try:
+            ref = self.store.get_ref(f"refs/slices/{slice_id}.json")
+        except NotFound:
+            raise SliceNotFound(
+                f"{slice_id}: no such slice in {self.store.display}. "
+                "List them with: rayform slices ls"
+            ) from None
+        manifest = self.store.get_json_blob(ref["manifest"])
+        return Slice(self.store, slice_id, ref["manifest"], manifest)
+
+    def list(self) -> list[Slice]:
+        out = []
+        for key in self.store.list_refs("refs/slices"):
+            out.append(self.get(key.rsplit("/", 1)[-1][: -len(".json")]))
+        return out
+
+    # -- internals ---------------------------------------------------------------------
+    def _resolve(self, sel: SegmentSelector) -> SliceSegment:
+        if isinstance(sel, SliceSegment):
+            return sel
+        if isinstance(sel, SegmentRef):
+            return SliceSegment(sel.id, sel.version, sel.site)
+        if isinstance(sel, str):
+            sid, _, version = sel.partition("@")
+            sel = {"id": sid, "version": version or None}
+        if isinstance(sel, Mapping):
+            seg = self._segments.get(sel["id"], sel.get("version"))
+            start, end = sel.get("start_ns"), sel.get("end_ns")
+            if start is not None and end is not None and end <= start:
+                raise InvalidInput(f"slice: {seg.id} time range ends ({end}) before it starts ({start})")
+            return SliceSegment(seg.id, seg.version, seg.site,
+                                None if start is None else int(start), None if end is None else int(end))
+        raise InvalidInput(f"slice: cannot select a segment from {sel!r}")
+
+    def _claim_id(self, digest: str) -> str:
+        for n in range(ID_HEX, len(digest) + 1):
+            slice_id = "slc_" + digest[:n]
+            key = f"refs/slices/{slice_id}.json"
+            try:
+                existing = self.store.get_ref(key)
+            except NotFound:
+                self.store.put_ref(key, {"id": slice_id, "manifest": digest})
+                return slice_id
+            if existing["manifest"] == digest:
+                return slice_id
+        raise AssertionError("unreachable: a full digest cannot collide with another")
+
+
+def slice_digest(manifest: Mapping[str, Any]) -> str:
+    return sha256_hex(canonical_json(manifest))

@@ -1,0 +1,275 @@
+"""The store: content-addressed blobs and small JSON refs on any fsspec filesystem.
+
+Layout under the store's root::
+
+    blobs/<aa>/<sha256>          every byte of data and every manifest, named by its hash
+    refs/segments/<site>/<id>.json   a segment's versions, oldest first
+    refs/slices/<slc_id>.json        slice id -> slice manifest blob
+    refs/packs/<slc_id>/<key>.json   pack parameters -> pack manifest blob
+
+A blob is written once and never changed: putting one that exists is a no-op. Every
+write is atomic (a reader never sees a partial blob or ref) and every blob read is
+verified against its name. Backends are fsspec's; this module only adds the rules.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+from urllib.parse import urlsplit, urlunsplit
+
+import fsspec
+
+from rayform import config
+from rayform.errors import BlobNotFound, IntegrityError, NotFound, OfflineError, StoreError
+
+CHUNK = 4 << 20
+# Filesystems whose single put is atomic: the object appears whole or not at all.
+_ATOMIC_PUT = {"s3", "s3a", "gs", "gcs", "az", "abfs", "memory"}
+
+
+def sha256_hex(data: bytes | memoryview) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def canonical_json(obj: Any) -> bytes:
+    """The one byte form of a manifest, so equal content gives an equal hash."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def redact(url: str) -> str:
+    """A URL fit for messages and logs: any user:password part removed."""
+    parts = urlsplit(url)
+    if parts.username or parts.password:
+        host = parts.hostname or ""
+        if parts.port:
+            host += f":{parts.port}"
+        return urlunsplit(parts._replace(netloc=host))
+    return url
+
+
+@dataclass(frozen=True)
+class StoreRef:
+    """What it takes to open a store again in another process: picklable, no open handles."""
+
+    url: str
+    storage_options: dict = field(default_factory=dict, compare=False, repr=False)
+
+    def open(self) -> Store:
+        return Store(self.url, self.storage_options)
+
+
+class Store:
+    """Blobs and refs on one fsspec URL (a local path, ``s3://bucket/prefix``, ``memory://x``)."""
+
+    def __init__(self, url: str | os.PathLike | None = None, storage_options: dict | None = None):
+        url = os.fspath(url) if url is not None else config.store_url()
+        self.storage_options = dict(storage_options or {})
+        self.fs, root = fsspec.core.url_to_fs(url, **self.storage_options)
+        self.protocol = self.fs.protocol if isinstance(self.fs.protocol, str) else self.fs.protocol[0]
+        self.is_local = self.protocol in ("file", "local")
+        self.root = root.rstrip("/") if not self.is_local else str(Path(root).resolve())
+        self.url = self.root if self.is_local else url.rstrip("/")
+        if self.is_local:
+            os.makedirs(self.root, exist_ok=True)
+
+    def __repr__(self) -> str:
+        return f"Store({redact(self.url)!r})"
+
+    @property
+    def ref(self) -> StoreRef:
+        return StoreRef(self.url, self.storage_options)
+
+    @property
+    def display(self) -> str:
+        return redact(self.url)
+
+    # -- paths -------------------------------------------------------------------------
+    def _path(self, key: str) -> str:
+        return f"{self.root}/{key}"
+
+    @staticmethod
+    def blob_key(digest: str) -> str:
+        _check_digest(digest)
+        return f"blobs/{digest[:2]}/{digest}"
+
+    def blob_path(self, digest: str) -> str:
+        return self._path(self.blob_key(digest))
+
+    def _guard_offline(self) -> None:
+        if not self.is_local and config.offline():
+            raise OfflineError(
+                f"{self.display}: RAYFORM_OFFLINE=1 forbids reading a non-local store. "
+                "Unset RAYFORM_OFFLINE, or run `rayform pull <slice>` first"
+            )
+
+    # -- blobs -------------------------------------------------------------------------
+    def has_blob(self, digest: str) -> bool:
+        self._guard_offline()
+        return self.fs.exists(self.blob_path(digest))
+
+    def put_blob(self, data: bytes | memoryview) -> str:
+        """Store ``data`` under its sha256 and return the hex digest (a no-op if present)."""
+        digest = sha256_hex(data)
+        path = self.blob_path(digest)
+        if not self._exists_for_write(path):
+            self._write_atomic(path, bytes(data))
+        return digest
+
+    def put_blob_file(self, local_path: str | os.PathLike, digest: str | None = None) -> str:
+        """Store a local file as a blob, streamed, hashing it unless ``digest`` is given."""
+        digest = digest or file_sha256(local_path)
+        path = self.blob_path(digest)
+        if self._exists_for_write(path):
+            return digest
+        if self.is_local:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-")
+            os.close(fd)
+            try:
+                _copy_file(local_path, tmp)
+                os.replace(tmp, path)
+            except BaseException:
+                _unlink(tmp)
+                raise
+        elif self.protocol in _ATOMIC_PUT:
+            self._wrap(self.fs.put_file, os.fspath(local_path), path)
+        else:
+            tmp = f"{path}.tmp-{os.getpid()}-{os.urandom(4).hex()}"
+            self._wrap(self.fs.put_file, os.fspath(local_path), tmp)
+            self._wrap(self.fs.mv, tmp, path)
+        return digest
+
+    def get_blob(self, digest: str) -> bytes:
+        """The blob's bytes, verified against its name."""
+        data = self._read(self.blob_path(digest), digest)
+        actual = sha256_hex(data)
+        if actual != digest:
+            raise IntegrityError(
+                f"blob {digest[:16]} in {self.display}: its bytes hash to {actual[:16]}. "
+                "The stored copy is corrupt; re-create it from its source"
+            )
+        return data
+
+    def open_blob(self, digest: str) -> IO[bytes]:
+        """A raw stream of a blob, NOT verified: the caller hashes what it reads."""
+        self._guard_offline()
+        try:
+            return self.fs.open(self.blob_path(digest), "rb", block_size=CHUNK)
+        except FileNotFoundError as e:
+            raise BlobNotFound(f"blob {digest[:16]}: not in {self.display}") from e
+
+    def blob_size(self, digest: str) -> int:
+        self._guard_offline()
+        try:
+            return int(self.fs.size(self.blob_path(digest)))
+        except FileNotFoundError as e:
+            raise BlobNotFound(f"blob {digest[:16]}: not in {self.display}") from e
+
+    def get_json_blob(self, digest: str) -> Any:
+        return json.loads(self.get_blob(digest))
+
+    def put_json_blob(self, obj: Any) -> str:
+        return self.put_blob(canonical_json(obj))
+
+    # -- refs --------------------------------------------------------------------------
+    def get_ref(self, key: str) -> Any:
+        """A small JSON document at ``key``; NotFound if absent."""
+        return json.loads(self._read(self._path(key), key))
+
+    def put_ref(self, key: str, obj: Any) -> None:
+        self._write_atomic(self._path(key), canonical_json(obj))
+
+    def has_ref(self, key: str) -> bool:
+        self._guard_offline()
+        return self.fs.exists(self._path(key))
+
+    def list_refs(self, prefix: str) -> Iterator[str]:
+        """Keys of the refs below ``prefix`` (recursively), sorted."""
+        self._guard_offline()
+        base = self._path(prefix).rstrip("/")
+        try:
+            found = self.fs.find(base)
+        except FileNotFoundError:
+            return iter(())
+        root = self.root.rstrip("/") + "/"
+        keys = []
+        for path in found:
+            rel = path[len(root):] if path.startswith(root) else path
+            if rel.endswith(".json") and not os.path.basename(rel).startswith(".tmp-"):
+                keys.append(rel)
+        return iter(sorted(keys))
+
+    # -- internals ---------------------------------------------------------------------
+    def _exists_for_write(self, path: str) -> bool:
+        try:
+            return self.fs.exists(path)
+        except OSError as e:
+            raise StoreError(f"{self.display}: cannot reach the store ({e})") from e
+
+    def _read(self, path: str, what: str) -> bytes:
+        self._guard_offline()
+        try:
+            return self.fs.cat_file(path)
+        except FileNotFoundError as e:
+            cls = BlobNotFound if path.startswith(self._path("blobs/")) else NotFound
+            raise cls(f"{what[:40]}: not in {self.display}") from e
+        except OSError as e:
+            raise StoreError(f"{self.display}: cannot read {what[:40]} ({e})") from e
+
+    def _write_atomic(self, path: str, data: bytes) -> None:
+        if self.is_local:
+            directory = os.path.dirname(path)
+            os.makedirs(directory, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-")
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    f.write(data)
+                os.replace(tmp, path)
+            except BaseException:
+                _unlink(tmp)
+                raise
+        elif self.protocol in _ATOMIC_PUT:
+            self._wrap(self.fs.pipe_file, path, data)
+        else:
+            tmp = f"{path}.tmp-{os.getpid()}-{os.urandom(4).hex()}"
+            self._wrap(self.fs.pipe_file, tmp, data)
+            self._wrap(self.fs.mv, tmp, path)
+
+    def _wrap(self, fn, *args):
+        try:
+            return fn(*args)
+        except OSError as e:
+            raise StoreError(f"{self.display}: write failed ({e})") from e
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(CHUNK):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _copy_file(src: str | os.PathLike, dst: str) -> None:
+    with open(src, "rb") as fi, open(dst, "wb") as fo:
+        while chunk := fi.read(CHUNK):
+            fo.write(chunk)
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+def _check_digest(digest: str) -> None:
+    if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
+        raise IntegrityError(f"{digest[:70]!r}: not a sha256 hex digest")
