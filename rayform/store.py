@@ -134,6 +134,7 @@ class Store:
             os.close(fd)
             try:
                 _copy_file(local_path, tmp)
+                os.chmod(tmp, 0o644)
                 os.replace(tmp, path)
             except BaseException:
                 _unlink(tmp)
@@ -231,6 +232,7 @@ class Store:
             try:
                 with os.fdopen(fd, "wb") as f:
                     f.write(data)
+                os.chmod(tmp, 0o644)  # mkstemp's 0600 would hide a shared store from other users
                 os.replace(tmp, path)
             except BaseException:
                 _unlink(tmp)

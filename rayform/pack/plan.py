@@ -29,7 +29,7 @@ class SegmentPlan:
     grid_index: np.ndarray  # their k on the segment's grid
     instants: int  # instants on the grid before any was dropped
     dropped: dict[str, int]  # per stream: instants it made stale
-    end_ns: int  # where future windows stop (the segment's end)
+    end_ns: int  # where future windows stop: the slice's end of the segment, if it has one
 
     @property
     def dropped_instants(self) -> int:
@@ -69,7 +69,11 @@ def plan_segment(position: int, seg: Segment, sel: SliceSegment, spec: PackSpec)
         dropped[name] = int(np.count_nonzero(~ok))
         keep &= ok
     k = np.flatnonzero(keep)
-    return SegmentPlan(position, seg.id, seg.version, seg.site, t[k], k.astype(np.int64), len(t), dropped, end)
+    # Future windows run on to each stream's own last value (or the slice's end): the
+    # arrays recorded after the last camera frame are real data, not padding.
+    window_end = sel.end_ns if sel.end_ns is not None else np.iinfo(np.int64).max
+    return SegmentPlan(position, seg.id, seg.version, seg.site, t[k], k.astype(np.int64), len(t), dropped,
+                       int(window_end))
 
 
 def tasks_of(plan: SegmentPlan, samples_per_task: int) -> list[Task]:

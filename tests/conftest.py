@@ -1,0 +1,125 @@
+"""Shared fixtures: stores (local, memory, a real S3 endpoint on loopback) and demo slices."""
+
+from __future__ import annotations
+
+import os
+import threading
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import rayform
+from rayform.converters.demo import DemoConfig, ingest_demo
+
+REAL_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "real"
+SMALL_DEMO = DemoConfig(episodes=2, seconds=3.0, seed=7, image_size=64)
+
+# Credentials for the loopback endpoint only; set before any botocore client exists so
+# that forked and spawned workers inherit them too.
+os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
+os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
+os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
+
+
+@pytest.fixture(autouse=True)
+def _isolated_env(tmp_path_factory, monkeypatch):
+    """No test reads the user's real store or cache, or inherits offline mode."""
+    base = tmp_path_factory.getbasetemp()
+    monkeypatch.setenv("RAYFORM_STORE", str(base / "default-store"))
+    monkeypatch.setenv("RAYFORM_CACHE_DIR", str(base / "default-cache"))
+    monkeypatch.delenv("RAYFORM_OFFLINE", raising=False)
+
+
+class S3Endpoint:
+    """moto's S3 app served on 127.0.0.1 by a real HTTP server, counting requests.
+
+    A real server (not an in-process mock) is reached by forked and spawned workers too.
+    """
+
+    def __init__(self) -> None:
+        from moto.server import DomainDispatcherApplication, create_backend_app
+        from werkzeug.serving import make_server
+
+        self.requests: list[tuple[str, str]] = []
+        self._lock = threading.Lock()
+        app = DomainDispatcherApplication(create_backend_app)
+
+        def counting(environ, start_response):
+            with self._lock:
+                self.requests.append((environ["REQUEST_METHOD"], environ.get("PATH_INFO", "")))
+            return app(environ, start_response)
+
+        self._server = make_server("127.0.0.1", 0, counting, threaded=True)
+        self.port = self._server.server_port
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+
+    @property
+    def storage_options(self) -> dict:
+        return {"endpoint_url": self.url, "key": "testing", "secret": "testing"}
+
+    def bucket(self) -> str:
+        import boto3
+
+        name = f"rf-{uuid.uuid4().hex[:12]}"
+        boto3.client("s3", endpoint_url=self.url, region_name="us-east-1").create_bucket(Bucket=name)
+        return name
+
+    def reset_counts(self) -> None:
+        with self._lock:
+            self.requests.clear()
+
+    def count(self, method: str | None = None) -> int:
+        with self._lock:
+            return sum(1 for m, _ in self.requests if method is None or m == method)
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._thread.join(5)
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint() -> Iterator[S3Endpoint]:
+    endpoint = S3Endpoint()
+    yield endpoint
+    endpoint.stop()
+
+
+@pytest.fixture
+def s3_store_url(s3_endpoint) -> tuple[str, dict]:
+    """A fresh bucket on the loopback endpoint: ``(url, storage_options)``."""
+    import fsspec
+
+    fsspec.filesystem("s3").clear_instance_cache()
+    return f"s3://{s3_endpoint.bucket()}/store", s3_endpoint.storage_options
+
+
+@pytest.fixture
+def client(tmp_path) -> rayform.Client:
+    return rayform.Client(tmp_path / "store")
+
+
+@pytest.fixture
+def demo_client(tmp_path) -> tuple[rayform.Client, rayform.Slice]:
+    """A fresh local store holding the small demo, and its slice (safe to damage)."""
+    c = rayform.Client(tmp_path / "store")
+    refs = ingest_demo(c, "lab", SMALL_DEMO)
+    return c, c.slices.create(refs, name="small")
+
+
+@pytest.fixture(scope="session")
+def shared_demo(tmp_path_factory) -> tuple[rayform.Client, rayform.Slice]:
+    """One small demo store for the whole session: read-only by convention."""
+    c = rayform.Client(tmp_path_factory.mktemp("shared") / "store")
+    refs = ingest_demo(c, "lab", SMALL_DEMO)
+    return c, c.slices.create(refs, name="small")
+
+
+@pytest.fixture
+def real_data() -> Path:
+    if not REAL_DATA.is_dir():
+        pytest.skip(f"{REAL_DATA} is absent")
+    return REAL_DATA

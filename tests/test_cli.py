@@ -1,0 +1,81 @@
+"""The rayform command, run as a user runs it: a real subprocess, exit codes and output."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+
+def run(*args: str, store, env=None) -> subprocess.CompletedProcess:
+    e = {**os.environ, "RAYFORM_STORE": str(store), **(env or {})}
+    return subprocess.run([sys.executable, "-m", "rayform.cli.main", "-q", *args], capture_output=True,
+                          text=True, env=e, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def demo_store(tmp_path_factory):
+    store = tmp_path_factory.mktemp("cli") / "store"
+    r = run("demo", "--episodes", "2", "--seconds", "2", store=store)
+    assert r.returncode == 0, r.stderr
+    return store, r.stdout.strip().splitlines()[-1]
+
+
+def test_demo_prints_a_slice_id_that_lists(demo_store):
+    store, slice_id = demo_store
+    assert slice_id.startswith("slc_")
+    assert slice_id in run("slices", "ls", store=store).stdout
+    assert run("segments", "ls", "--site", "demo", store=store).stdout.count("seg_") == 2
+
+
+def test_pack_with_one_and_two_workers_prints_the_same_hashes(demo_store):
+    store, slice_id = demo_store
+    one = run("pack", slice_id, "--fps", "15", "--workers", "1", "--shard-size", "200KB", store=store)
+    two = run("pack", slice_id, "--fps", "15", "--workers", "2", "--shard-size", "200KB", "--force", store=store)
+    assert one.returncode == two.returncode == 0, one.stderr + two.stderr
+    hashes = [line.split()[0] for line in one.stdout.splitlines() if line.startswith("  ")]
+    assert len(hashes) > 1 and hashes == [line.split()[0] for line in two.stdout.splitlines() if line.startswith("  ")]
+    shown = run("slices", "show", slice_id, store=store).stdout
+    assert "cam0/rgb" in shown and "fps15-" in shown
+
+
+def test_verify_ok_then_bad_after_a_flipped_byte(demo_store, tmp_path):
+    import shutil
+
+    store, slice_id = demo_store
+    copy = tmp_path / "store"
+    shutil.copytree(store, copy)
+    assert run("pack", slice_id, "--fps", "15", store=copy).returncode == 0
+    ok = run("verify", slice_id, store=copy)
+    assert ok.returncode == 0 and ": ok" in ok.stdout
+    shard = next(line.split()[0] for line in run("pack", slice_id, "--fps", "15", store=copy).stdout.splitlines()
+                 if line.startswith("  "))
+    path = copy / "blobs" / shard[:2] / shard
+    os.chmod(path, 0o644)
+    data = bytearray(path.read_bytes())
+    data[777] ^= 0x40
+    path.write_bytes(bytes(data))
+    bad = run("verify", slice_id, store=copy)
+    assert bad.returncode == 1
+    assert f"blob {shard[:16]}" in bad.stdout and "shard 0" in bad.stdout
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (("slices", "show", "slc_00000000"), "slc_00000000: no such slice"),
+        (("pack", "slc_00000000", "--fps", "15"), "no such slice"),
+        (("pack", "SLICE", "--fps", "15", "--streams", "cam0/rgb,nope"), "no stream 'nope'"),
+        (("pack", "SLICE", "--fps", "15", "--shard-size", "lots"), "size 'lots'"),
+        (("pack", "SLICE", "--fps", "-3"), "fps -3"),
+    ],
+)
+def test_user_errors_are_one_line_and_exit_2(demo_store, args, message):
+    store, slice_id = demo_store
+    r = run(*[slice_id if a == "SLICE" else a for a in args], store=store)
+    assert r.returncode == 2
+    assert "Traceback" not in r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], r.stderr

@@ -1,0 +1,152 @@
+"""Packing: determinism, tar layout, sample content, drops, and bad input."""
+
+from __future__ import annotations
+
+import tarfile
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+
+import numpy as np
+import pytest
+
+from rayform import ArrayStream, ImageStream, PackSpec, align, imagecodec, records
+from rayform.errors import InvalidInput, StreamNotFound
+from rayform.pack.render import LOWDIM
+
+
+def _shard_path(client, pack, i=0):
+    return client.store.blob_path(pack.shards[i].sha256)
+
+
+def test_one_and_two_processes_give_identical_shards(demo_client):
+    client, s = demo_client
+    spec = dict(shard_bytes=200_000, samples_per_task=16)
+    one = client.pack(s, 15, workers=1, progress=False, **spec)
+    two = client.pack(s, 15, workers=2, progress=False, force=True, **spec)
+    with ThreadPoolExecutor(3) as ex:
+        threads = client.pack(s, 15, executor=ex, progress=False, force=True, **spec)
+    assert len(one.shards) > 2
+    assert [x.sha256 for x in one.shards] == [x.sha256 for x in two.shards] == [x.sha256 for x in threads.shards]
+    assert one.digest == two.digest == threads.digest
+
+
+def test_a_given_process_pool_is_used(demo_client):
+    client, s = demo_client
+    with ProcessPoolExecutor(2) as ex:
+        pooled = client.pack(s, 10, executor=ex, progress=False, samples_per_task=8)
+    inline = client.pack(s, 10, workers=1, progress=False, force=True)
+    assert [x.sha256 for x in pooled.shards] == [x.sha256 for x in inline.shards]
+
+
+def test_shards_are_plain_tar_and_the_index_points_at_every_member(demo_client):
+    client, s = demo_client
+    pack = client.pack(s, 15, workers=1, progress=False, shard_bytes=150_000)
+    index = records.from_npy(client.store.get_blob(pack.index_blob))
+    assert index.shape == (pack.samples, 3 + 2 * len(pack.members))
+    for n, shard in enumerate(pack.shards):
+        with tarfile.open(_shard_path(client, pack, n)) as tf:
+            infos = tf.getmembers()
+        assert all(ti.mtime == 0 and ti.uid == 0 and ti.uname == "" and ti.isfile() for ti in infos)
+        rows = index[index[:, 0] == n]
+        assert len(rows) == shard.samples
+        expected = [(int(r[3 + 2 * j]), int(r[4 + 2 * j])) for r in rows for j in range(len(pack.members))]
+        assert [(ti.offset_data, ti.size) for ti in infos] == expected
+        assert [ti.name.split(".", 1)[1] for ti in infos[: len(pack.members)]] == pack.members
+
+
+def test_webdataset_reads_the_shards_unmodified(demo_client):
+    import webdataset as wds
+
+    client, s = demo_client
+    pack = client.pack(s, 15, workers=1, progress=False, shard_bytes=150_000)
+    urls = [_shard_path(client, pack, i) for i in range(len(pack.shards))]
+    samples = list(wds.WebDataset(urls, shardshuffle=False))
+    assert len(samples) == pack.samples
+    assert {"__key__", "__url__", "cam0.rgb.jpg", "wrist.rgb.jpg", LOWDIM} <= set(samples[0])
+    first = records.loads(samples[0][LOWDIM])
+    assert first["segment"] == s.segments[0].id and first["slice"] == s.id
+
+
+def test_kept_images_are_the_recorded_bytes_never_from_the_future(demo_client):
+    client, s = demo_client
+    pack = client.pack(s, 15, workers=1, progress=False)
+    seg = s.segment(0)
+    ts = seg.timestamps("cam0/rgb")
+    with tarfile.open(_shard_path(client, pack)) as tf:
+        members = {ti.name: tf.extractfile(ti).read() for ti in tf.getmembers()}
+    keys = sorted({n.split(".", 1)[0] for n in members if n.startswith(seg.id)})
+    assert len(keys) == pack.segments[0]["samples"]
+    for key in keys[:20]:
+        low = records.loads(members[f"{key}.{LOWDIM}"])
+        frame = int(np.searchsorted(ts, low["t_ns"], side="right") - 1)
+        assert ts[frame] <= low["t_ns"]
+        assert members[f"{key}.cam0.rgb.jpg"] == seg.frame_bytes("cam0/rgb", frame)
+
+
+def test_each_sample_carries_its_future_window(demo_client):
+    client, s = demo_client
+    pack = client.pack(s, 15, workers=1, progress=False, max_horizon=8)
+    seg = s.segment(0)
+    ts, q = seg.timestamps("joints/position"), seg.values("joints/position")
+    with tarfile.open(_shard_path(client, pack)) as tf:
+        lows = [records.loads(tf.extractfile(ti).read()) for ti in tf.getmembers() if ti.name.endswith(LOWDIM)]
+    lows = [x for x in lows if x["segment"] == seg.id]
+    for low in (lows[0], lows[-1]):
+        future = records.unpack_array(low["arrays"]["joints/position"]["future"])
+        pad = records.unpack_array(low["arrays"]["joints/position"]["pad"])
+        assert future.shape == (9, 8) and pad.shape == (9,)
+        when = low["t_ns"] + np.round(np.arange(9) * 1e9 / 15).astype(np.int64)
+        np.testing.assert_allclose(future, align.interpolate(ts, q, np.minimum(when, ts[-1])), rtol=1e-6)
+        assert pad.tolist() == (when > ts[-1]).tolist()
+    assert not records.unpack_array(lows[0]["arrays"]["joints/position"]["pad"]).any()
+    assert records.unpack_array(lows[-1]["arrays"]["joints/position"]["pad"]).any()
+    assert lows[0]["segment_version"] == seg.version and lows[0]["site"] == "lab"
+
+
+def test_reencoding_and_resizing_images(demo_client):
+    client, s = demo_client
+    pack = client.pack(s, 5, workers=1, progress=False, image_codec="jpeg", jpeg_quality=50, resize=(32, 48))
+    assert pack.schema["cam0/rgb"].shape == (32, 48, 3)
+    with tarfile.open(_shard_path(client, pack)) as tf:
+        ti = next(t for t in tf.getmembers() if t.name.endswith("cam0.rgb.jpg"))
+        assert imagecodec.decode_jpeg(tf.extractfile(ti).read()).shape == (32, 48, 3)
+    png = client.pack(s, 5, workers=1, progress=False, image_codec="png")
+    assert png.schema["cam0/rgb"].member == "cam0.rgb.png"
+
+
+def test_stale_instants_are_dropped_and_counted(client):
+    ms = 1_000_000
+    cam_t = np.array([0, 100, 200, 300, 700, 800, 900, 1000], np.int64) * ms  # 300..700 ms lost
+    frames = [imagecodec.encode_jpeg(np.zeros((8, 8, 3), np.uint8))] * len(cam_t)
+    arr_t = np.arange(0, 1001, 10, dtype=np.int64) * ms
+    ref = client.segments.add("lab", "gappy", [
+        ImageStream("cam", cam_t, frames),
+        ArrayStream("x", arr_t, np.zeros((len(arr_t), 1), np.float32)),
+    ])
+    s = client.slices.create([ref])
+    pack = client.pack(s, 10, workers=1, progress=False, staleness=1.5)  # tolerance 150 ms
+    # grid 0,100,...,1000 ms: 500 and 600 ms see a frame 200/300 ms old
+    assert pack.instants == 11 and pack.samples == 9
+    assert pack.dropped == {"instants": 2, "by_stream": {"cam": 2, "x": 0}}
+
+
+def test_a_missing_stream_is_one_clear_error(demo_client):
+    client, s = demo_client
+    with pytest.raises(StreamNotFound, match="no stream 'depth'"):
+        client.pack(s, 15, streams=["cam0/rgb", "depth"], progress=False)
+
+
+def test_bad_pack_parameters_are_refused():
+    with pytest.raises(InvalidInput, match="fps"):
+        PackSpec(fps=0)
+    with pytest.raises(InvalidInput, match="codec"):
+        PackSpec(fps=10, image_codec="webp")
+
+
+def test_packing_again_returns_the_stored_pack(demo_client, monkeypatch):
+    client, s = demo_client
+    first = client.pack(s, 15, workers=1, progress=False)
+    import rayform.pack.packs as packs
+
+    monkeypatch.setattr(packs, "pack_slice", lambda *a, **k: pytest.fail("packed twice"))
+    assert client.pack(s, 15, workers=1, progress=False).digest == first.digest
+    assert client.packs.find(s, 15, ["cam0/rgb"], horizon=16).digest == first.digest
