@@ -27,6 +27,7 @@ from urllib.parse import urlsplit, urlunsplit
 import fsspec
 
 from rayform import config
+from rayform.cache import ShardCache, verify_once
 from rayform.errors import BlobNotFound, IntegrityError, NotFound, OfflineError, StoreError
 
 CHUNK = 4 << 20
@@ -60,15 +61,26 @@ class StoreRef:
 
     url: str
     storage_options: dict = field(default_factory=dict, compare=False, repr=False)
+    cache_dir: str | None = None
 
     def open(self) -> Store:
-        return Store(self.url, self.storage_options)
+        return Store(self.url, self.storage_options, ShardCache(self.cache_dir) if self.cache_dir else None)
 
 
 class Store:
-    """Blobs and refs on one fsspec URL (a local path, ``s3://bucket/prefix``, ``memory://x``)."""
+    """Blobs and refs on one fsspec URL (a local path, ``s3://bucket/prefix``, ``memory://x``).
 
-    def __init__(self, url: str | os.PathLike | None = None, storage_options: dict | None = None):
+    A store that is not a local directory reads through a :class:`ShardCache`: blobs are
+    fetched once into it and refs are copied there, so that with ``RAYFORM_OFFLINE=1``
+    everything already fetched is still readable and nothing else is.
+    """
+
+    def __init__(
+        self,
+        url: str | os.PathLike | None = None,
+        storage_options: dict | None = None,
+        cache: ShardCache | None = None,
+    ):
         url = os.fspath(url) if url is not None else config.store_url()
         self.storage_options = dict(storage_options or {})
         self.fs, root = fsspec.core.url_to_fs(url, **self.storage_options)
@@ -78,13 +90,15 @@ class Store:
         self.url = self.root if self.is_local else url.rstrip("/")
         if self.is_local:
             os.makedirs(self.root, exist_ok=True)
+        self.cache = None if self.is_local else (cache or ShardCache())
+        self.id = sha256_hex(redact(self.url).encode())[:16]  # names this store in the cache
 
     def __repr__(self) -> str:
         return f"Store({redact(self.url)!r})"
 
     @property
     def ref(self) -> StoreRef:
-        return StoreRef(self.url, self.storage_options)
+        return StoreRef(self.url, self.storage_options, str(self.cache.root) if self.cache else None)
 
     @property
     def display(self) -> str:
@@ -102,8 +116,12 @@ class Store:
     def blob_path(self, digest: str) -> str:
         return self._path(self.blob_key(digest))
 
+    @property
+    def offline(self) -> bool:
+        return not self.is_local and config.offline()
+
     def _guard_offline(self) -> None:
-        if not self.is_local and config.offline():
+        if self.offline:
             raise OfflineError(
                 f"{self.display}: RAYFORM_OFFLINE=1 forbids reading a non-local store. "
                 "Unset RAYFORM_OFFLINE, or run `rayform pull <slice>` first"
@@ -111,7 +129,8 @@ class Store:
 
     # -- blobs -------------------------------------------------------------------------
     def has_blob(self, digest: str) -> bool:
-        self._guard_offline()
+        if self.offline:
+            return self.cache.has(digest)
         return self.fs.exists(self.blob_path(digest))
 
     def put_blob(self, data: bytes | memoryview) -> str:
@@ -149,6 +168,8 @@ class Store:
 
     def get_blob(self, digest: str) -> bytes:
         """The blob's bytes, verified against its name."""
+        if self.cache is not None:
+            return self.local_blob_path(digest).read_bytes()
         data = self._read(self.blob_path(digest), digest)
         actual = sha256_hex(data)
         if actual != digest:
@@ -157,6 +178,32 @@ class Store:
                 "The stored copy is corrupt; re-create it from its source"
             )
         return data
+
+    def local_blob_path(self, digest: str) -> Path:
+        """A local file holding the blob, verified (once per process) before it is returned.
+
+        For a local store that is the blob itself; otherwise its copy in the cache, fetched
+        on first use. A bad cached copy is replaced; a bad blob in a local store is an error.
+        """
+        if self.cache is not None:
+            if self.offline and not self.cache.has(digest):
+                raise OfflineError(
+                    f"blob {digest[:16]} of {self.display}: not in the cache {self.cache.root} and "
+                    "RAYFORM_OFFLINE=1. Run: rayform pull <slice>"
+                )
+            try:
+                return self.cache.ensure(self, digest)
+            except FileNotFoundError as e:
+                raise BlobNotFound(f"blob {digest[:16]}: not in {self.display}") from e
+        path = Path(self.blob_path(digest))
+        if not path.is_file():
+            raise BlobNotFound(f"blob {digest[:16]}: not in {self.display}")
+        if not verify_once(path, digest):
+            raise IntegrityError(
+                f"blob {digest[:16]} in {self.display}: its bytes do not match its name. "
+                "The stored copy is corrupt; re-create it from its source"
+            )
+        return path
 
     def open_blob(self, digest: str) -> IO[bytes]:
         """A raw stream of a blob, NOT verified: the caller hashes what it reads."""
@@ -181,19 +228,37 @@ class Store:
 
     # -- refs --------------------------------------------------------------------------
     def get_ref(self, key: str) -> Any:
-        """A small JSON document at ``key``; NotFound if absent."""
-        return json.loads(self._read(self._path(key), key))
+        """A small JSON document at ``key``; NotFound if absent.
+
+        A remote store's refs are copied into the cache as they are read, and read from
+        there when offline.
+        """
+        if self.cache is None:
+            return json.loads(self._read(self._path(key), key))
+        if self.offline:
+            cached = self.cache.get_ref(self.id, key)
+            if cached is None:
+                raise OfflineError(
+                    f"{key.rsplit('/', 1)[-1].removesuffix('.json')}: not in the cache {self.cache.root} "
+                    f"and RAYFORM_OFFLINE=1. Run: rayform pull <slice>"
+                )
+            return cached
+        data = self._read(self._path(key), key)
+        self.cache.put_ref(self.id, key, data)
+        return json.loads(data)
 
     def put_ref(self, key: str, obj: Any) -> None:
         self._write_atomic(self._path(key), canonical_json(obj))
 
     def has_ref(self, key: str) -> bool:
-        self._guard_offline()
+        if self.offline:
+            return self.cache.get_ref(self.id, key) is not None
         return self.fs.exists(self._path(key))
 
     def list_refs(self, prefix: str) -> Iterator[str]:
         """Keys of the refs below ``prefix`` (recursively), sorted."""
-        self._guard_offline()
+        if self.offline:
+            return self.cache.list_refs(self.id, prefix)
         base = self._path(prefix).rstrip("/")
         try:
             found = self.fs.find(base)

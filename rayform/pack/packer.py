@@ -13,6 +13,7 @@ import multiprocessing
 import os
 import sys
 import tempfile
+import threading
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Executor, Future, ProcessPoolExecutor
@@ -142,9 +143,12 @@ def _rendered(
 
 
 def _pool_context():
-    # fork is unsafe once threads (s3fs's event loop, torch) exist in the parent.
-    method = "forkserver" if sys.platform.startswith("linux") else "spawn"
-    return multiprocessing.get_context(method)
+    # fork does not re-import the caller's script (spawn and forkserver run an unguarded
+    # one again in every worker), but it is unsafe once the parent has threads (s3fs's
+    # event loop, say): then forkserver.
+    if sys.platform.startswith("linux"):
+        return multiprocessing.get_context("fork" if threading.active_count() == 1 else "forkserver")
+    return multiprocessing.get_context("spawn")
 
 
 def _schema(segments: list[Segment], spec: PackSpec) -> dict[str, StreamSchema]:

@@ -1,0 +1,79 @@
+"""Coordinate frame conventions for poses, and the exact change of basis between them.
+
+- ``"ros"`` (REP-103): x forward, y left, z up
+- ``"optical"`` (camera): x right, y down, z forward
+- ``"opengl"``: x right, y up, z back
+
+A pose ``(x, y, z, qx, qy, qz, qw)`` maps body coordinates to world coordinates. Changing
+convention re-expresses both in the new axes: ``p' = R p`` and ``Q' = R Q Rᵀ``, where ``R``
+maps vectors written in the old axes to the new ones. No I/O; numpy only.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from rayform.errors import InvalidInput
+
+FRAMES = ("ros", "optical", "opengl")
+
+# Rows: each new axis written in ROS axes.
+_FROM_ROS = {
+    "ros": np.eye(3),
+    "optical": np.array([[0.0, -1.0, 0.0], [0.0, 0.0, -1.0], [1.0, 0.0, 0.0]]),
+    "opengl": np.array([[0.0, -1.0, 0.0], [0.0, 0.0, 1.0], [-1.0, 0.0, 0.0]]),
+}
+
+
+def check_frame(frame: str | None) -> str | None:
+    if frame is not None and frame not in FRAMES:
+        raise InvalidInput(f"frame {frame!r}: one of {', '.join(FRAMES)}, or None for as recorded")
+    return frame
+
+
+def basis(src: str, dst: str) -> np.ndarray:
+    """The rotation taking vectors written in ``src`` axes to ``dst`` axes."""
+    return _FROM_ROS[check_frame(dst)] @ _FROM_ROS[check_frame(src)].T
+
+
+def quat_multiply(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Hamilton product of ``(..., 4)`` quaternions in (x, y, z, w) order."""
+    ax, ay, az, aw = np.moveaxis(a, -1, 0)
+    bx, by, bz, bw = np.moveaxis(b, -1, 0)
+    return np.stack([
+        aw * bx + ax * bw + ay * bz - az * by,
+        aw * by - ax * bz + ay * bw + az * bx,
+        aw * bz + ax * by - ay * bx + az * bw,
+        aw * bw - ax * bx - ay * by - az * bz,
+    ], axis=-1)
+
+
+def matrix_to_quat(m: np.ndarray) -> np.ndarray:
+    """(x, y, z, w) of a proper rotation matrix (Shepperd's method, stable for all angles)."""
+    t = np.trace(m)
+    if t > 0:
+        s = 2.0 * np.sqrt(1.0 + t)
+        q = [(m[2, 1] - m[1, 2]) / s, (m[0, 2] - m[2, 0]) / s, (m[1, 0] - m[0, 1]) / s, s / 4]
+    else:
+        i = int(np.argmax(np.diag(m)))
+        j, k = (i + 1) % 3, (i + 2) % 3
+        s = 2.0 * np.sqrt(1.0 + m[i, i] - m[j, j] - m[k, k])
+        q = [0.0, 0.0, 0.0, (m[k, j] - m[j, k]) / s]
+        q[i] = s / 4
+        q[j] = (m[j, i] + m[i, j]) / s
+        q[k] = (m[k, i] + m[i, k]) / s
+    q = np.asarray(q)
+    return q / np.linalg.norm(q)
+
+
+def convert_poses(poses: np.ndarray, src: str, dst: str | None) -> np.ndarray:
+    """Poses ``(..., 7)`` recorded in ``src`` re-expressed in ``dst`` (None: unchanged)."""
+    if dst is None or dst == src:
+        return poses
+    r = basis(src, dst)
+    qr = matrix_to_quat(r)
+    qr_inv = qr * np.array([-1.0, -1.0, -1.0, 1.0])
+    out = np.empty(poses.shape, np.float64)
+    out[..., :3] = poses[..., :3] @ r.T
+    out[..., 3:] = quat_multiply(quat_multiply(np.broadcast_to(qr, poses[..., 3:].shape), poses[..., 3:]), qr_inv)
+    return out.astype(poses.dtype, copy=False)

@@ -1,0 +1,107 @@
+"""Random access into a pack: sample i's members straight out of memory-mapped shards.
+
+The offset index and the shards are memory-mapped, never copied into the process, so a
+DataLoader worker's memory stays flat however large the slice is: pages are the OS's page
+cache, shared by every worker. Whole shards come into the cache on first use (remote
+stores); samples are then read by offset.
+
+Everything opened is owned by the process that opened it: after a fork, the child drops
+the parent's maps and opens its own on first use.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+from typing import Any
+
+import numpy as np
+
+from rayform.errors import IntegrityError, OfflineError
+from rayform.pack.manifest import Pack
+from rayform.store import Store, StoreRef
+
+
+class PackReader:
+    """Picklable: it carries how to reopen its store and nothing that is open."""
+
+    def __init__(self, store: Store | StoreRef, pack: Pack, members: list[str]):
+        self._store_ref = store.ref if isinstance(store, Store) else store
+        self.pack = pack
+        self.members = members
+        self._cols = [pack.member_column(m) for m in members]
+        self._reset()
+
+    def _reset(self) -> None:
+        self._pid = os.getpid()
+        self._store: Store | None = None
+        self._index: np.ndarray | None = None
+        self._maps: dict[int, mmap.mmap] = {}
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"_store_ref": self._store_ref, "pack": self.pack, "members": self.members, "_cols": self._cols}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._reset()
+
+    def __len__(self) -> int:
+        return self.pack.samples
+
+    def _owned(self) -> None:
+        if os.getpid() != self._pid:  # forked: nothing of the parent's is used here
+            self._reset()
+
+    @property
+    def store(self) -> Store:
+        self._owned()
+        if self._store is None:
+            self._store = self._store_ref.open()
+        return self._store
+
+    @property
+    def index(self) -> np.ndarray:
+        self._owned()
+        if self._index is None:
+            path = self._local(self.pack.index_blob, "index")
+            self._index = np.load(path, mmap_mode="r", allow_pickle=False)
+        return self._index
+
+    def shard_of(self, indices: np.ndarray) -> np.ndarray:
+        return np.asarray(self.index[indices, 0])
+
+    def shard_map(self, shard: int) -> mmap.mmap:
+        self._owned()
+        m = self._maps.get(shard)
+        if m is None:
+            path = self._local(self.pack.shards[shard].sha256, f"shard {shard}")
+            with open(path, "rb") as f:
+                m = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+            self._maps[shard] = m
+        return m
+
+    def raw(self, i: int) -> tuple[str, dict[str, memoryview]]:
+        """Sample ``i``'s key and its members as zero-copy views into the shard."""
+        row = self.index[i]
+        view = memoryview(self.shard_map(int(row[0])))
+        out = {m: view[int(row[c]) : int(row[c]) + int(row[c + 1])] for m, c in zip(self.members, self._cols)}
+        return f"{self.pack.slice_id}#{i}", out
+
+    def fetch_all(self, on_bytes=None) -> None:
+        """Bring the index and every shard into the cache (a no-op for local stores)."""
+        store = self.store
+        for digest in [self.pack.index_blob] + [s.sha256 for s in self.pack.shards]:
+            if store.cache is not None:
+                store.cache.ensure(store, digest, on_bytes)
+
+    def _local(self, digest: str, what: str):
+        try:
+            return self.store.local_blob_path(digest)
+        except OfflineError as e:
+            raise OfflineError(
+                f"{self.pack.slice_id}: {what} ({digest[:16]}) is not in the cache and RAYFORM_OFFLINE=1. "
+                f"Run: rayform pull {self.pack.slice_id} --fps {self.pack.fps:g}"
+            ) from e
+        except IntegrityError as e:
+            e.add_note(f"while reading {what} of {self.pack.slice_id} at {self.pack.fps:g} fps")
+            raise

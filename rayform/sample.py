@@ -1,0 +1,149 @@
+"""Building the training sample from a raw shard sample: the one place both datasets share.
+
+A raw sample is ``{member: bytes}`` as the tar holds it. The built sample (numpy; the torch
+datasets wrap the arrays without copying) is:
+
+==================  ================  ========  ===============================================
+key                 shape             dtype     meaning
+==================  ================  ========  ===============================================
+each image in obs   ``(C, H, W)``     uint8     channels first (a view of the decoded image)
+each array in obs   as recorded       float32   poses in the requested ``frame``
+``action``          ``(horizon, J)``  float32   ``x_delta``: x(t+(k+1)/fps) − x(t); else x(t+(k+1)/fps)
+``action_is_pad``   ``(horizon,)``    bool      the window ran past the segment's end
+``t_ns``            ``()``            int64     sample time
+``meta``            dict                        slice, segment, segment_version, site
+==================  ================  ========  ===============================================
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from rayform import imagecodec, records
+from rayform.errors import IntegrityError, InvalidInput, StreamNotFound
+from rayform.frames import check_frame, convert_poses
+from rayform.pack.manifest import Pack
+from rayform.pack.render import LOWDIM, StreamSchema
+
+DELTA = "_delta"
+
+
+@dataclass(frozen=True)
+class SampleSpec:
+    """What a dataset asks of each sample."""
+
+    obs: tuple[str, ...]
+    action: str | None = None
+    horizon: int = 16
+    frame: str | None = None
+
+    def streams(self) -> list[str]:
+        """The packed streams these samples read."""
+        out = list(self.obs)
+        if self.action:
+            base = self.action[: -len(DELTA)] if self.action.endswith(DELTA) else self.action
+            out.append(base)
+        return list(dict.fromkeys(out))
+
+
+class SampleBuilder:
+    """Validates a :class:`SampleSpec` against a pack once, then builds samples fast."""
+
+    def __init__(self, pack: Pack, spec: SampleSpec):
+        check_frame(spec.frame)
+        self.pack = pack
+        self.spec = spec
+        schema = pack.schema
+        for name in spec.obs:
+            self._stream(schema, name)
+        self.images = [schema[n] for n in spec.obs if schema[n].kind == "image"]
+        self.arrays = [schema[n] for n in spec.obs if schema[n].kind != "image"]
+        self.action: StreamSchema | None = None
+        self.delta = False
+        if spec.action is not None:
+            self.action, self.delta = self._action(schema, spec.action)
+            if spec.horizon < 1:
+                raise InvalidInput(f"horizon {spec.horizon}: must be at least 1")
+            if spec.horizon > pack.spec.max_horizon:
+                raise InvalidInput(
+                    f"{pack.slice_id}: horizon {spec.horizon} is beyond the pack's maximum "
+                    f"{pack.spec.max_horizon} at {pack.fps} fps. Run: rayform pack {pack.slice_id} "
+                    f"--fps {pack.fps:g} --horizon {spec.horizon}"
+                )
+        self.meta_keys = ("slice", "segment", "segment_version", "site")
+
+    def _stream(self, schema: Mapping[str, StreamSchema], name: str) -> StreamSchema:
+        if name not in schema:
+            raise StreamNotFound(
+                f"{self.pack.slice_id}: no stream {name!r} in its pack at {self.pack.fps:g} fps. "
+                f"It has: {', '.join(sorted(schema))}"
+            )
+        return schema[name]
+
+    def _action(self, schema: Mapping[str, StreamSchema], action: str) -> tuple[StreamSchema, bool]:
+        delta = action.endswith(DELTA) and action not in schema
+        base = action[: -len(DELTA)] if delta else action
+        s = self._stream(schema, base)
+        if s.kind == "image":
+            raise InvalidInput(f"action {action!r}: {base} is an image stream; an action must be an array stream")
+        if delta and s.kind == "pose":
+            raise InvalidInput(f"action {action!r}: a difference of poses is not a pose; use {base!r} itself")
+        return s, delta
+
+    @property
+    def members(self) -> list[str]:
+        """The tar members a sample needs."""
+        return [s.member for s in self.images] + [LOWDIM]
+
+    def build(self, raw: Mapping[str, Any], key: str = "?") -> dict[str, Any]:
+        """The sample dict from ``{member: bytes-like}``."""
+        try:
+            low = records.loads(raw[LOWDIM])
+            arrays = low["arrays"]
+            out: dict[str, Any] = {}
+            for s in self.images:
+                out[s.name] = _chw(decode_image(raw[s.member], s.format))
+            for s in self.arrays:
+                value = records.unpack_array(arrays[s.name]["future"])[0]
+                out[s.name] = self._in_frame(s, value).astype(np.float32)
+            if self.action is not None:
+                h = self.spec.horizon
+                a = arrays[self.action.name]
+                future = self._in_frame(self.action, records.unpack_array(a["future"])[: h + 1])
+                future = future.astype(np.float32)
+                out["action"] = future[1:] - future[0] if self.delta else future[1:]
+                out["action_is_pad"] = records.unpack_array(a["pad"])[1 : h + 1].copy()
+            out["t_ns"] = np.int64(low["t_ns"])
+            out["meta"] = {k: low[k] for k in self.meta_keys}
+        except (KeyError, ValueError, TypeError) as e:
+            raise IntegrityError(f"sample {key} of {self.pack.slice_id}: malformed ({e!r})") from e
+        return out
+
+    def _in_frame(self, s: StreamSchema, values: np.ndarray) -> np.ndarray:
+        if s.kind == "pose" and self.spec.frame is not None:
+            return convert_poses(values.astype(np.float64), s.frame or "ros", self.spec.frame)
+        return values
+
+
+def decode_image(data: Any, fmt: str) -> np.ndarray:
+    if fmt == "jpg":
+        return imagecodec.decode_jpeg(data)
+    if fmt == "png":
+        return imagecodec.decode_png(bytes(data))
+    if fmt == "npy":
+        return records.from_npy(bytes(data))
+    raise IntegrityError(f"image member format {fmt!r}: not jpg, png or npy")
+
+
+def _chw(image: np.ndarray) -> np.ndarray:
+    if image.ndim == 2:
+        return image[None]
+    return image.transpose(2, 0, 1)  # a view: the batch copy is where channels move
+
+
+def obs_list(obs: str | Sequence[str]) -> tuple[str, ...]:
+    return (obs,) if isinstance(obs, str) else tuple(obs)

@@ -1,0 +1,146 @@
+"""``EpisodeDataset``: a map-style dataset over a slice's pack, with random access by offset."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from torch.utils.data import Dataset
+
+from rayform.cache import ShardCache
+from rayform.errors import NotFound, OfflineError
+from rayform.pack import Pack
+from rayform.reader import PackReader
+from rayform.sample import SampleBuilder, SampleSpec, obs_list
+from rayform.shuffle import Permutation
+from rayform.slices import Slice
+from rayform.store import Store
+from rayform.torch.tensors import to_torch
+from rayform.torch.world import World
+
+log = logging.getLogger("rayform")
+
+
+class EpisodeDataset(Dataset):
+    """Time-aligned samples of a slice, served from its pack at ``fps``.
+
+    ``obs`` names the streams each sample carries (images as ``(3, H, W) uint8``, arrays as
+    ``float32``); ``action`` is an array stream (its future values) or ``<stream>_delta``
+    (future minus current), ``horizon`` steps long; ``frame`` re-expresses pose streams in
+    ``"ros"``, ``"optical"`` or ``"opengl"`` axes (None: as recorded).
+
+    Order: index ``i`` of epoch ``e`` is sample ``P(seed, e)[i]`` of the pack, where ``P`` is
+    a fixed pseudo-random permutation. So ``seed`` and ``set_epoch(e)`` determine which
+    sample every index returns, in every process: under a deterministic sampler
+    (``DistributedSampler``, ``shuffle=False``, or a seeded ``generator``) the same slice,
+    seed and epoch give the same samples in the same order, and each epoch a new order even
+    if the sampler's own epoch is never set. ``set_epoch`` reaches forked and persistent
+    workers (the epoch lives in shared memory).
+
+    If the slice has no pack at ``fps``, a single process with a writable store packs it
+    (a progress bar and one log line); elsewhere it is an error naming the command to run.
+    Remote shards are fetched whole into the shard cache on first use and read by offset.
+    """
+
+    def __init__(
+        self,
+        slice_: Slice,
+        obs: str | Sequence[str],
+        action: str | None = None,
+        fps: float = 15,
+        horizon: int = 16,
+        frame: str | None = None,
+        seed: int = 0,
+        cache: ShardCache | str | os.PathLike | None = None,
+        transform: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+    ):
+        store = _store_for(slice_, cache)
+        spec = SampleSpec(obs_list(obs), action, int(horizon), frame)
+        self.slice_id = slice_.id
+        self.pack = _pack_for(slice_, store, fps, spec)
+        self.builder = SampleBuilder(self.pack, spec)
+        self.reader = PackReader(store, self.pack, self.builder.members)
+        self.seed = int(seed)
+        self.transform = transform
+        self._epoch = torch.zeros(1, dtype=torch.int64).share_memory_()
+        self._perm: Permutation | None = None
+
+    def __repr__(self) -> str:
+        return (f"EpisodeDataset({self.slice_id}, fps={self.pack.fps:g}, samples={len(self)}, "
+                f"obs={list(self.builder.spec.obs)}, action={self.builder.spec.action!r})")
+
+    def __len__(self) -> int:
+        return self.pack.samples
+
+    @property
+    def epoch(self) -> int:
+        return int(self._epoch[0])
+
+    def set_epoch(self, epoch: int) -> None:
+        """Make index ``i`` return sample ``P(seed, epoch)[i]`` from now on, in every worker."""
+        self._epoch[0] = int(epoch)
+
+    def sample_ids(self, indices: Sequence[int] | np.ndarray) -> np.ndarray:
+        """Which pack samples these dataset indices return at the current epoch."""
+        epoch = self.epoch
+        if self._perm is None or self._perm_epoch != epoch:
+            self._perm, self._perm_epoch = Permutation(len(self), self.seed, epoch), epoch
+        return self._perm(np.asarray(indices, np.int64))
+
+    def __getitem__(self, index: int) -> dict[str, Any]:
+        return self.__getitems__([index])[0]
+
+    def __getitems__(self, indices: Sequence[int]) -> list[dict[str, Any]]:
+        """A batch of samples, read in shard order for locality, returned in the asked order."""
+        ids = self.sample_ids(indices)
+        order = np.argsort(self.reader.shard_of(ids), kind="stable")
+        out: list[Any] = [None] * len(ids)
+        for j in order:
+            key, raw = self.reader.raw(int(ids[j]))
+            sample = to_torch(self.builder.build(raw, key))
+            out[j] = self.transform(sample) if self.transform else sample
+        return out
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_perm"] = None
+        return state
+
+
+def _store_for(slice_: Slice, cache: ShardCache | str | os.PathLike | None) -> Store:
+    if cache is None:
+        return slice_.store
+    cache = cache if isinstance(cache, ShardCache) else ShardCache(cache)
+    ref = slice_.store_ref
+    return Store(ref.url, ref.storage_options, cache)
+
+
+def _pack_for(slice_: Slice, store: Store, fps: float, spec: SampleSpec) -> Pack:
+    from rayform.pack import Packs, PackSpec
+
+    packs = Packs(store)
+    try:
+        return packs.find(slice_.id, fps, spec.streams(), spec.horizon if spec.action else 0)
+    except OfflineError as e:
+        raise OfflineError(
+            f"{slice_.id}: its pack at {fps:g} fps is not in the cache and RAYFORM_OFFLINE=1. "
+            f"Run: rayform pull {slice_.id} --fps {fps:g}"
+        ) from e
+    except NotFound as e:
+        world = World.detect()
+        if world.world_size > 1 or world.num_workers > 0 or not _writable(store):
+            raise
+        log.warning("rayform: %s has no pack at %g fps; packing it now into %s", slice_.id, fps, store.display)
+        slice_on_store = Slice(store, slice_.id, slice_.digest, slice_.manifest())
+        # In this process only: a pool would re-import the user's (often unguarded) script.
+        return packs.create(slice_on_store, PackSpec(fps=fps, max_horizon=max(16, spec.horizon)), workers=1)
+
+
+def _writable(store: Store) -> bool:
+    if store.is_local:
+        return os.access(store.root, os.W_OK)
+    return not store.offline

@@ -1,0 +1,45 @@
+"""Where this process stands: rank and world size, DataLoader worker and worker count.
+
+Detected in one place, inside the process that reads (a DataLoader worker knows its
+worker id only once it runs); everything else takes a ``World`` as an argument.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch.distributed as dist
+from torch.utils.data import get_worker_info
+
+
+@dataclass(frozen=True)
+class World:
+    rank: int = 0
+    world_size: int = 1
+    worker: int = 0
+    num_workers: int = 0  # 0: reading in the main process
+
+    @property
+    def workers(self) -> int:
+        """Readers per rank (the main process counts as one)."""
+        return max(1, self.num_workers)
+
+    @property
+    def reader(self) -> int:
+        """This reader's number among all ``world_size * workers`` readers."""
+        return self.rank * self.workers + self.worker
+
+    @property
+    def readers(self) -> int:
+        return self.world_size * self.workers
+
+    @classmethod
+    def detect(cls, rank: int | None = None, world_size: int | None = None) -> World:
+        if rank is None or world_size is None:
+            if dist.is_available() and dist.is_initialized():
+                rank, world_size = dist.get_rank(), dist.get_world_size()
+            else:
+                rank, world_size = rank or 0, world_size or 1
+        info = get_worker_info()
+        worker, workers = (info.id, info.num_workers) if info is not None else (0, 0)
+        return cls(rank, world_size, worker, workers)
