@@ -36,12 +36,17 @@ def sniff(data: bytes) -> str:
     raise InvalidInput(f"image bytes starting {head.hex()}: neither JPEG nor PNG")
 
 
-def decode_jpeg(data: bytes | memoryview) -> np.ndarray:
+def decode_jpeg(data: bytes | memoryview, out: np.ndarray | None = None) -> np.ndarray:
+    """RGB ``(H, W, 3)``; decoded straight into ``out`` (a writable HWC array) when given."""
     if _simplejpeg is not None:
-        return _simplejpeg.decode_jpeg(data, colorspace="RGB", fastdct=False, fastupsample=False)
+        return _simplejpeg.decode_jpeg(data, colorspace="RGB", fastdct=False, fastupsample=False, buffer=out)
     from PIL import Image
 
-    return np.asarray(Image.open(io.BytesIO(data)).convert("RGB"))
+    image = np.asarray(Image.open(io.BytesIO(data)).convert("RGB"))
+    if out is None:
+        return image
+    np.copyto(out, image)
+    return out
 
 
 def encode_jpeg(image: np.ndarray, quality: int = 90) -> bytes:

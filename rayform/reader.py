@@ -82,10 +82,17 @@ class PackReader:
 
     def raw(self, i: int) -> tuple[str, dict[str, memoryview]]:
         """Sample ``i``'s key and its members as zero-copy views into the shard."""
-        row = self.index[i]
-        view = memoryview(self.shard_map(int(row[0])))
-        out = {m: view[int(row[c]) : int(row[c]) + int(row[c + 1])] for m, c in zip(self.members, self._cols)}
-        return f"{self.pack.slice_id}#{i}", out
+        return self.raw_many([i])[0]
+
+    def raw_many(self, ids) -> list[tuple[str, dict[str, memoryview]]]:
+        """``raw`` for many samples, reading their index rows in one go."""
+        rows = np.asarray(self.index[np.asarray(ids, np.int64)]).tolist()
+        out = []
+        for i, row in zip(ids, rows):
+            view = memoryview(self.shard_map(row[0]))
+            members = {m: view[row[c] : row[c] + row[c + 1]] for m, c in zip(self.members, self._cols)}
+            out.append((f"{self.pack.slice_id}#{i}", members))
+        return out
 
     def fetch_all(self, on_bytes=None) -> None:
         """Bring the index and every shard into the cache (a no-op for local stores)."""

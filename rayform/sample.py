@@ -99,27 +99,45 @@ class SampleBuilder:
         """The tar members a sample needs."""
         return [s.member for s in self.images] + [LOWDIM]
 
-    def build(self, raw: Mapping[str, Any], key: str = "?") -> dict[str, Any]:
-        """The sample dict from ``{member: bytes-like}``."""
+    def layout(self) -> list[tuple[str, tuple[int, ...], np.dtype]]:
+        """Every array a sample holds, as ``(key, shape, dtype)``; images as stored (H, W[, C])."""
+        out = [(s.name, tuple(s.shape), np.dtype(s.dtype)) for s in self.images]
+        out += [(s.name, tuple(s.shape), np.dtype(np.float32)) for s in self.arrays]
+        if self.action is not None:
+            h = self.spec.horizon
+            out += [("action", (h, *self.action.shape), np.dtype(np.float32)),
+                    ("action_is_pad", (h,), np.dtype(bool))]
+        out.append(("t_ns", (), np.dtype(np.int64)))
+        return out
+
+    def build(self, raw: Mapping[str, Any], key: str = "?", into: Mapping[str, np.ndarray] | None = None
+              ) -> dict[str, Any]:
+        """The sample dict from ``{member: bytes-like}``.
+
+        With ``into`` (key -> a writable array of :meth:`layout`'s shape), every value is
+        written into its array (images decoded straight into it), so a batch can be
+        filled with no copy after the decode.
+        """
+        into = into or {}
         try:
             low = records.loads(raw[LOWDIM])
             arrays = low["arrays"]
             out: dict[str, Any] = {}
             for s in self.images:
-                out[s.name] = _chw(decode_image(raw[s.member], s.format))
+                out[s.name] = _chw(decode_image(raw[s.member], s.format, into.get(s.name)))
             for s in self.arrays:
                 value = records.unpack_array(arrays[s.name]["future"])[0]
-                out[s.name] = self._in_frame(s, value).astype(np.float32)
+                out[s.name] = _put(into, s.name, self._in_frame(s, value), np.float32)
             if self.action is not None:
                 h = self.spec.horizon
                 a = arrays[self.action.name]
                 future = self._in_frame(self.action, records.unpack_array(a["future"])[: h + 1])
                 future = future.astype(np.float32)
-                out["action"] = future[1:] - future[0] if self.delta else future[1:]
-                out["action_is_pad"] = records.unpack_array(a["pad"])[1 : h + 1].copy()
-            out["t_ns"] = np.int64(low["t_ns"])
+                out["action"] = _put(into, "action", future[1:] - future[0] if self.delta else future[1:], np.float32)
+                out["action_is_pad"] = _put(into, "action_is_pad", records.unpack_array(a["pad"])[1 : h + 1], bool)
+            out["t_ns"] = _put(into, "t_ns", np.asarray(low["t_ns"], np.int64), np.int64)
             out["meta"] = {k: low[k] for k in self.meta_keys}
-        except (KeyError, ValueError, TypeError) as e:
+        except (KeyError, ValueError, TypeError) as e:  # simplejpeg reports bad data as ValueError
             raise IntegrityError(f"sample {key} of {self.pack.slice_id}: malformed ({e!r})") from e
         return out
 
@@ -129,14 +147,27 @@ class SampleBuilder:
         return values
 
 
-def decode_image(data: Any, fmt: str) -> np.ndarray:
+def decode_image(data: Any, fmt: str, out: np.ndarray | None = None) -> np.ndarray:
     if fmt == "jpg":
-        return imagecodec.decode_jpeg(data)
+        return imagecodec.decode_jpeg(data, out)
     if fmt == "png":
-        return imagecodec.decode_png(bytes(data))
-    if fmt == "npy":
-        return records.from_npy(bytes(data))
-    raise IntegrityError(f"image member format {fmt!r}: not jpg, png or npy")
+        image = imagecodec.decode_png(bytes(data))
+    elif fmt == "npy":
+        image = records.from_npy(bytes(data))
+    else:
+        raise IntegrityError(f"image member format {fmt!r}: not jpg, png or npy")
+    if out is None:
+        return image
+    np.copyto(out, image.reshape(out.shape))
+    return out
+
+
+def _put(into: Mapping[str, np.ndarray], key: str, value: np.ndarray, dtype) -> np.ndarray:
+    slot = into.get(key)
+    if slot is None:
+        return np.array(value, dtype=dtype)  # a copy: never a view into the shard's bytes
+    np.copyto(slot, value, casting="unsafe")
+    return slot
 
 
 def _chw(image: np.ndarray) -> np.ndarray:

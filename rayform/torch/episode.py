@@ -19,6 +19,7 @@ from rayform.sample import SampleBuilder, SampleSpec, obs_list
 from rayform.shuffle import Permutation
 from rayform.slices import Slice
 from rayform.store import Store
+from rayform.torch.batch import BatchBuffer, Sample
 from rayform.torch.tensors import to_torch
 from rayform.torch.world import World
 
@@ -63,6 +64,7 @@ class EpisodeDataset(Dataset):
         self.slice_id = slice_.id
         self.pack = _pack_for(slice_, store, fps, spec)
         self.builder = SampleBuilder(self.pack, spec)
+        self.layout = self.builder.layout()
         self.reader = PackReader(store, self.pack, self.builder.members)
         self.seed = int(seed)
         self.transform = transform
@@ -97,11 +99,11 @@ class EpisodeDataset(Dataset):
     def __getitems__(self, indices: Sequence[int]) -> list[dict[str, Any]]:
         """A batch of samples, read in shard order for locality, returned in the asked order."""
         ids = self.sample_ids(indices)
-        order = np.argsort(self.reader.shard_of(ids), kind="stable")
+        order = np.argsort(self.reader.shard_of(ids), kind="stable").tolist()
+        buf = BatchBuffer(self.layout, len(ids))
         out: list[Any] = [None] * len(ids)
-        for j in order:
-            key, raw = self.reader.raw(int(ids[j]))
-            sample = to_torch(self.builder.build(raw, key))
+        for j, (key, raw) in zip(order, self.reader.raw_many(ids[order])):
+            sample = Sample(to_torch(self.builder.build(raw, key, buf.slots(j))), buf, j)
             out[j] = self.transform(sample) if self.transform else sample
         return out
 

@@ -14,7 +14,7 @@ def to_torch(sample: dict[str, Any]) -> dict[str, Any]:
         if isinstance(value, np.ndarray):
             out[key] = torch.from_numpy(value)
         elif isinstance(value, np.generic):
-            out[key] = torch.tensor(value.item(), dtype=torch.int64 if value.dtype.kind in "iu" else None)
+            out[key] = torch.from_numpy(np.asarray(value))  # a 0-d tensor, as cheaply as it comes
         else:
             out[key] = value
     return out

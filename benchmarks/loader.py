@@ -1,0 +1,161 @@
+"""Loader benchmark: EpisodeDataset through a DataLoader, against the JPEG-decode bound.
+
+Workload: two 224×224 JPEG q90 cameras and 14 joints at 15 fps, horizon 16, 12,000
+samples, DataLoader(num_workers=2, batch_size=64, shuffle=True), warm cache. Printed in
+one run, on the same bytes:
+
+- bound: samples/s at which ONE process decodes the same JPEG bytes with the fastest
+  installed decoder (2 images per sample), nothing else;
+- webdataset: a plain webdataset pipeline over the same shards (fast decoder, same loader);
+- rayform: EpisodeDataset, second epoch (first epoch and time to first batch too);
+- ratios to the bound, and peak RSS.
+
+    python benchmarks/loader.py [--samples 12000] [--store DIR] [--epochs 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+import rayform
+from rayform import imagecodec, records
+from rayform.converters.demo import DemoConfig, ingest_demo
+
+FPS = 15
+
+
+def build_slice(store: str, samples: int) -> rayform.Slice:
+    client = rayform.Client(store)
+    seconds = 50.0
+    episodes = int(np.ceil(samples / (seconds * FPS)))
+    # 13 joints + gripper = 14 values; cameras at 15 Hz so no frame is rendered in vain.
+    config = DemoConfig(episodes=episodes, seconds=seconds + 1.2, seed=123, joints=13, camera_hz=15.0,
+                        frame_drop=0.0)
+    name = f"bench-{samples}"
+    for s in client.slices.list():
+        if s.name == name:
+            return s
+    print(f"building the benchmark slice: {episodes} episodes of {seconds:g} s ...", file=sys.stderr, flush=True)
+    refs = ingest_demo(client, "bench", config, progress=True)
+    return client.slices.create(refs, name=name)
+
+
+def shard_paths(client: rayform.Client, pack: rayform.Pack) -> list[str]:
+    return [str(client.store.local_blob_path(s.sha256)) for s in pack.shards]
+
+
+def jpeg_bound(paths: list[str], pack: rayform.Pack, limit: int) -> tuple[float, float]:
+    """One process decoding the pack's JPEG bytes: (samples/s, mean bytes per image)."""
+    import tarfile
+
+    blobs = []
+    for p in paths:
+        with tarfile.open(p) as tf:
+            for ti in tf.getmembers():
+                if ti.name.endswith(".jpg"):
+                    blobs.append(tf.extractfile(ti).read())
+                if len(blobs) >= 2 * limit:
+                    break
+        if len(blobs) >= 2 * limit:
+            break
+    for b in blobs[:50]:
+        imagecodec.decode_jpeg(b)
+    t = time.perf_counter()
+    for b in blobs:
+        imagecodec.decode_jpeg(b)
+    dt = time.perf_counter() - t
+    return (len(blobs) / 2) / dt, float(np.mean([len(b) for b in blobs]))
+
+
+def _wds_decode(sample):
+    low = records.loads(sample["lowdim.mp"])
+    fut = records.unpack_array(low["arrays"]["joints/position"]["future"])
+    import torch
+
+    return {
+        "cam0/rgb": torch.from_numpy(imagecodec.decode_jpeg(sample["cam0.rgb.jpg"])).permute(2, 0, 1),
+        "wrist/rgb": torch.from_numpy(imagecodec.decode_jpeg(sample["wrist.rgb.jpg"])).permute(2, 0, 1),
+        "joints/position": torch.from_numpy(fut[0].astype(np.float32)),
+        "action": torch.from_numpy((fut[1:17] - fut[0]).astype(np.float32)),
+    }
+
+
+def run_loader(loader, epochs: int, set_epoch=None) -> list[tuple[float, float, int]]:
+    """Per epoch: (seconds to first batch, samples/s, samples)."""
+    out = []
+    for epoch in range(epochs):
+        if set_epoch:
+            set_epoch(epoch)
+        t0 = time.perf_counter()
+        first = None
+        n = 0
+        for batch in loader:
+            if first is None:
+                first = time.perf_counter() - t0
+            n += len(batch["t_ns"]) if "t_ns" in batch else len(batch["action"])
+        out.append((first, n / (time.perf_counter() - t0), n))
+    return out
+
+
+def peak_rss_mib() -> tuple[float, float]:
+    me = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    return me, kids
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--samples", type=int, default=12_000)
+    ap.add_argument("--store", default=str(Path.home() / ".cache" / "rayform-bench" / "store"))
+    ap.add_argument("--epochs", type=int, default=2)
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--skip-webdataset", action="store_true")
+    args = ap.parse_args()
+
+    import torch
+    import webdataset as wds
+    from torch.utils.data import DataLoader
+
+    torch.set_num_threads(1)
+    slice_ = build_slice(args.store, args.samples)
+    client = rayform.Client(args.store)
+    pack = client.pack(slice_, FPS, max_horizon=16, progress=True)
+    n = min(args.samples, pack.samples)
+    paths = shard_paths(client, pack)
+
+    bound, jpeg_bytes = jpeg_bound(paths, pack, min(n, 4000))
+    print(f"slice {slice_.id}: {pack.samples} samples, {len(pack.shards)} shards, "
+          f"mean JPEG {jpeg_bytes / 1024:.1f} KiB, decoder {imagecodec.jpeg_backend()}")
+    rows = [("bound: 1 process decoding the JPEGs", bound, None, None)]
+
+    if not args.skip_webdataset:
+        pipe = (wds.WebDataset(paths, shardshuffle=len(paths), nodesplitter=None, workersplitter=wds.split_by_worker,
+                               empty_check=False)
+                .shuffle(1000).map(_wds_decode).batched(64))
+        loader = DataLoader(pipe, batch_size=None, num_workers=args.workers, persistent_workers=True)
+        res = run_loader(loader, args.epochs)
+        rows.append(("webdataset pipeline (simplejpeg)", res[-1][1], res[0][0], res[0][1]))
+
+    dataset = rayform.torch.EpisodeDataset(slice_, obs=["cam0/rgb", "wrist/rgb", "joints/position"],
+                                           action="joints/position_delta", fps=FPS, horizon=16, frame="ros")
+    loader = DataLoader(dataset, batch_size=64, num_workers=args.workers, shuffle=True, persistent_workers=True)
+    res = run_loader(loader, args.epochs, dataset.set_epoch)
+    rows.append(("rayform EpisodeDataset", res[-1][1], res[0][0], res[0][1]))
+
+    print(f"\n{'loader':40} {'samples/s':>10} {'× bound':>8} {'1st batch':>10} {'epoch 1':>9}")
+    for name, rate, first, e1 in rows:
+        extra = f"{first:9.2f}s {e1:9.0f}" if first is not None else ""
+        print(f"{name:40} {rate:10.0f} {rate / bound:8.2f} {extra}")
+    me, kids = peak_rss_mib()
+    print(f"\npeak RSS: main {me:.0f} MiB, largest worker {kids:.0f} MiB; cpu cores: {os.cpu_count()}")
+
+
+if __name__ == "__main__":
+    main()
