@@ -244,6 +244,8 @@ class Store:
                 )
             return cached
         data = self._read(self._path(key), key)
+        if self.cache.get_ref(self.id, "store.json") is None:  # lets `rayform cache` name the store
+            self.cache.put_ref(self.id, "store.json", canonical_json({"url": self.display}))
         self.cache.put_ref(self.id, key, data)
         return json.loads(data)
 

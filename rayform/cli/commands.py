@@ -129,3 +129,35 @@ def verify(args: argparse.Namespace) -> int:
     state = "ok" if report.ok else f"{len(report.problems)} bad"
     print(f"{s.id}: {report.blobs} blobs, {_fmt_bytes(report.bytes)} re-hashed: {state}")
     return 0 if report.ok else 1
+
+
+def pull(args: argparse.Namespace) -> int:
+    from rayform.pull import pull as pull_slice
+
+    client = _client(args)
+    report = pull_slice(client, args.slice, args.fps, progress=not args.quiet)
+    packs = ", ".join(p.key for p in report.packs)
+    if report.local:
+        print(f"{report.slice_id}: the store {client.store.display} is local; nothing to fetch ({packs})")
+        return 0
+    print(f"{report.slice_id}: fetched {report.fetched} blobs ({_fmt_bytes(report.bytes)}), "
+          f"{report.present} already cached, into {client.store.cache.root} ({packs})")
+    return 0
+
+
+def cache(args: argparse.Namespace) -> int:
+    from rayform.cache import ShardCache
+    from rayform.pull import cache_summary
+
+    c = ShardCache()
+    size, files = c.size()
+    print(f"cache: {c.root}")
+    print(f"size:  {_fmt_bytes(size)} in {files} blobs")
+    for store in cache_summary(c):
+        print(f"store {store['store']}:")
+        for s in store["slices"]:
+            whole = [p for p in s["packs"] if p["have"] == p["of"]]
+            state = ", ".join(f"{p['key']} {p['have']}/{p['of']}" for p in s["packs"]) or "no packs"
+            mark = "whole" if whole else "partial"
+            print(f"  {s['id']}  {mark:7}  {state}")
+    return 0

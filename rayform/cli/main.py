@@ -58,6 +58,14 @@ def _parser() -> argparse.ArgumentParser:
     pk.add_argument("--force", action="store_true", help="pack again even if this pack exists")
     pk.set_defaults(run=c.pack)
 
+    pl = sub.add_parser("pull", help="fetch a slice's packs into the cache, for RAYFORM_OFFLINE=1")
+    pl.add_argument("slice")
+    pl.add_argument("--fps", type=float, help="only the pack at this fps (default: all packs)")
+    pl.set_defaults(run=c.pull)
+
+    sub.add_parser("cache", help="where the cache is, how big, which slices it holds whole").set_defaults(
+        run=c.cache)
+
     v = sub.add_parser("verify", help="re-hash every blob of a slice and its packs")
     v.add_argument("slice")
     v.add_argument("--fps", type=float, help="only the packs at this fps")

@@ -29,8 +29,9 @@ ALIGN = 64
 class BatchBuffer:
     """One allocation holding a ``(size, *shape)`` array per key of a sample layout."""
 
-    def __init__(self, layout: list[tuple[str, tuple[int, ...], np.dtype]], size: int):
+    def __init__(self, layout: list[tuple[str, tuple[int, ...], np.dtype]], size: int, images: set[str]):
         self.size = size
+        self.images = images  # keys whose rows are (H, W[, C]) and whose batch is channels first
         spans, total = [], 0
         for key, shape, dtype in layout:
             nbytes = size * int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
@@ -43,7 +44,6 @@ class BatchBuffer:
             t = raw[offset : offset + nbytes].view(torch.from_numpy(np.empty(0, dtype)).dtype).view(size, *shape)
             self.tensors[key] = t
             self.rows[key] = t.numpy()
-        self.images = {key for key, shape, _ in layout if len(shape) >= 2}
 
     def slots(self, j: int) -> dict[str, np.ndarray]:
         # rows[j] of a (B,) array is a scalar copy; a 0-d view keeps writes in the buffer

@@ -65,6 +65,7 @@ class EpisodeDataset(Dataset):
         self.pack = _pack_for(slice_, store, fps, spec)
         self.builder = SampleBuilder(self.pack, spec)
         self.layout = self.builder.layout()
+        self._image_keys = {s.name for s in self.builder.images}
         self.reader = PackReader(store, self.pack, self.builder.members)
         self.seed = int(seed)
         self.transform = transform
@@ -100,7 +101,7 @@ class EpisodeDataset(Dataset):
         """A batch of samples, read in shard order for locality, returned in the asked order."""
         ids = self.sample_ids(indices)
         order = np.argsort(self.reader.shard_of(ids), kind="stable").tolist()
-        buf = BatchBuffer(self.layout, len(ids))
+        buf = BatchBuffer(self.layout, len(ids), self._image_keys)
         out: list[Any] = [None] * len(ids)
         for j, (key, raw) in zip(order, self.reader.raw_many(ids[order])):
             sample = Sample(to_torch(self.builder.build(raw, key, buf.slots(j))), buf, j)

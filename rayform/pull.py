@@ -1,0 +1,90 @@
+"""``rayform pull``: a slice's manifests and shards into the cache, ready for offline use."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from tqdm.auto import tqdm
+
+from rayform.cache import ShardCache
+from rayform.client import Client
+from rayform.errors import PackNotFound
+from rayform.pack import Pack
+
+
+@dataclass
+class PullReport:
+    slice_id: str
+    packs: list[Pack] = field(default_factory=list)
+    fetched: int = 0  # blobs that came over the network
+    present: int = 0  # blobs already cached and verified
+    bytes: int = 0  # bytes that came over the network
+    local: bool = False  # the store is a local directory: nothing needed fetching
+
+
+def pull(client: Client, slice_id: str, fps: float | None = None, progress: bool = True) -> PullReport:
+    """Fetch everything training on ``slice_id`` needs (its packs at ``fps``, or all of them).
+
+    Resumable: what an interrupted pull already cached is verified and kept.
+    """
+    store = client.store
+    slice_ = client.slices.get(slice_id)  # caches the slice's ref and manifest
+    report = PullReport(slice_.id, local=store.cache is None)
+    packs = [p for p in client.packs.list(slice_) if fps is None or float(p.fps) == float(fps)]
+    if not packs:
+        at = f" at {fps:g} fps" if fps is not None else ""
+        raise PackNotFound(f"{slice_.id}: no pack{at} to pull. Run: rayform pack {slice_.id} --fps {fps or 15:g}")
+    report.packs = packs
+    if store.cache is None:
+        return report
+    cache: ShardCache = store.cache
+    cache.remove_stale_temporaries()
+    for seg in slice_.segments:
+        store.get_blob(seg.version)  # segment manifests: small, and `slices show` wants them
+    blobs = list(dict.fromkeys(d for p in packs for d in [p.index_blob] + [s.sha256 for s in p.shards]))
+    sizes = {s.sha256: s.bytes for p in packs for s in p.shards}
+    todo = [d for d in blobs if not cache.has(d)]
+    total = sum(sizes.get(d, 0) for d in todo)
+    bar = tqdm(total=total, unit="B", unit_scale=True, unit_divisor=1024, desc=f"pull {slice_.id}",
+               disable=not progress, leave=False)
+    for n, digest in enumerate(blobs, 1):
+        arrived = [0]
+
+        def on_bytes(k: int, arrived=arrived) -> None:
+            arrived[0] += k
+            bar.update(k)
+
+        cache.ensure(store, digest, on_bytes=on_bytes)  # a bad cached copy is fetched again
+        if arrived[0]:
+            report.fetched += 1
+            report.bytes += arrived[0]
+        else:
+            report.present += 1
+        bar.set_postfix_str(f"{n}/{len(blobs)} blobs")
+    bar.close()
+    return report
+
+
+def cache_summary(cache: ShardCache) -> list[dict]:
+    """Per store seen in the cache: its URL and, per slice, whether its packs are whole."""
+    out = []
+    for store_id in cache.store_ids():
+        info = cache.get_ref(store_id, "store.json") or {}
+        slices = []
+        for key in cache.list_refs(store_id, "refs/slices"):
+            sid = key.rsplit("/", 1)[-1].removesuffix(".json")
+            packs = []
+            for pkey in cache.list_refs(store_id, f"refs/packs/{sid}"):
+                ref = cache.get_ref(store_id, pkey)
+                path = cache.blob_path(ref["manifest"])
+                if not path.is_file():
+                    continue
+                manifest = json.loads(path.read_bytes())
+                digests = [s["sha256"] for s in manifest["shards"]] + [manifest["index"]]
+                have = sum(cache.has(d) for d in digests)
+                packs.append({"key": pkey.rsplit("/", 1)[-1].removesuffix(".json"), "fps": manifest["spec"]["fps"],
+                              "have": have, "of": len(digests)})
+            slices.append({"id": sid, "packs": packs})
+        out.append({"store": info.get("url", store_id), "slices": slices})
+    return out
