@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Union
 
-from rayform.errors import InvalidInput, NotFound, SliceNotFound
+from rayform.errors import InvalidInput, NotFound, OfflineError, SliceNotFound
 from rayform.segments import Segment, SegmentRef, Segments, check_site
 from rayform.store import Store, StoreRef, canonical_json, sha256_hex
 
@@ -130,6 +130,11 @@ class Slices:
             raise SliceNotFound(f"{slice_id!r}: not a slice id (they look like slc_7c1e04aa)")
         try:
             ref = self.store.get_ref(f"refs/slices/{slice_id}.json")
+        except OfflineError:
+            raise OfflineError(
+                f"{slice_id}: not in the cache and RAYFORM_OFFLINE=1 forbids reading {self.store.display}. "
+                f"Run: rayform pull {slice_id}"
+            ) from None
         except NotFound:
             raise SliceNotFound(
                 f"{slice_id}: no such slice in {self.store.display}. "

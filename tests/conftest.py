@@ -123,3 +123,27 @@ def real_data() -> Path:
     if not REAL_DATA.is_dir():
         pytest.skip(f"{REAL_DATA} is absent")
     return REAL_DATA
+
+
+@pytest.fixture(scope="session")
+def s3_demo(s3_endpoint, tmp_path_factory) -> tuple[str, dict, str]:
+    """The small demo packed at 15 fps in a bucket on the loopback endpoint: (url, options, slice id).
+
+    Read-only by convention; each test brings its own cache directory.
+    """
+    url = f"s3://{s3_endpoint.bucket()}/store"
+    options = s3_endpoint.storage_options
+    client = rayform.Client(url, storage_options=options)
+    from rayform.cache import ShardCache
+
+    client.store.cache = ShardCache(tmp_path_factory.mktemp("writer-cache"))
+    s = client.slices.create(ingest_demo(client, "lab", SMALL_DEMO), name="small")
+    client.pack(s, 15, workers=1, progress=False, shard_bytes=150_000)
+    return url, options, s.id
+
+
+def snippet(text: str, **subs: str) -> str:
+    """A product-page snippet, verbatim but for the substitutions asked."""
+    for old, new in subs.items():
+        text = text.replace(old, new)
+    return text

@@ -1,0 +1,105 @@
+"""The sample builder: every key, shape and dtype; delta actions by hand; padding; errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from rayform import ArrayStream, ImageStream, PoseStream, imagecodec
+from rayform.errors import InvalidInput, StreamNotFound
+from rayform.reader import PackReader
+from rayform.sample import SampleBuilder, SampleSpec
+
+MS = 1_000_000
+
+
+@pytest.fixture
+def ramp(client):
+    """x(t) = (t, 2t, -t) in seconds at 100 Hz for 2 s, a 30 Hz camera, a fixed pose."""
+    jt = np.arange(0, 2001, 10, dtype=np.int64) * MS
+    x = np.stack([jt / 1e9, 2 * jt / 1e9, -jt / 1e9], axis=1).astype(np.float32)
+    ct = np.arange(0, 2001, 33, dtype=np.int64) * MS
+    frames = [imagecodec.encode_jpeg(np.full((12, 20, 3), i % 255, np.uint8), 95) for i in range(len(ct))]
+    pose = np.tile([1.0, 2.0, 3.0, 0, 0, 0, 1], (len(jt), 1))
+    ref = client.segments.add("lab", "ramp", [
+        ImageStream("cam0/rgb", ct, frames),
+        ArrayStream("joints/position", jt, x, units="rad"),
+        PoseStream("ee/pose", jt, pose, frame="ros"),
+    ])
+    s = client.slices.create([ref])
+    pack = client.pack(s, 10, workers=1, progress=False, max_horizon=8)
+    return s, pack, client.store
+
+
+def _all(store, pack, builder):
+    reader = PackReader(store, pack, builder.members)
+    return [builder.build(raw, key) for key, raw in reader.raw_many(range(pack.samples))]
+
+
+def test_keys_shapes_and_dtypes(ramp):
+    s, pack, store = ramp
+    b = SampleBuilder(pack, SampleSpec(("cam0/rgb", "joints/position", "ee/pose"), "joints/position_delta", 4, "ros"))
+    x = _all(store, pack, b)[3]
+    assert set(x) == {"cam0/rgb", "joints/position", "ee/pose", "action", "action_is_pad", "t_ns", "meta"}
+    assert x["cam0/rgb"].shape == (3, 12, 20) and x["cam0/rgb"].dtype == np.uint8
+    assert x["joints/position"].shape == (3,) and x["joints/position"].dtype == np.float32
+    assert x["ee/pose"].shape == (7,) and x["ee/pose"].dtype == np.float32
+    assert x["action"].shape == (4, 3) and x["action"].dtype == np.float32
+    assert x["action_is_pad"].shape == (4,) and x["action_is_pad"].dtype == bool
+    assert x["t_ns"].shape == () and x["t_ns"].dtype == np.int64
+    assert x["meta"] == {"slice": s.id, "segment": s.segments[0].id, "segment_version": s.segments[0].version,
+                         "site": "lab"}
+
+
+def test_delta_actions_against_hand_computed_values(ramp):
+    _, pack, store = ramp
+    b = SampleBuilder(pack, SampleSpec(("joints/position",), "joints/position_delta", 4))
+    for x in _all(store, pack, b)[:5]:
+        t = x["t_ns"] / 1e9
+        np.testing.assert_allclose(x["joints/position"], [t, 2 * t, -t], atol=1e-6)
+        k = np.arange(1, 5)[:, None] * 0.1  # x(t + (k+1)/fps) - x(t), k = 0..3
+        np.testing.assert_allclose(x["action"], k * np.array([1, 2, -1]), atol=1e-5)
+        assert not x["action_is_pad"].any()
+
+
+def test_plain_stream_actions_are_future_values(ramp):
+    _, pack, store = ramp
+    b = SampleBuilder(pack, SampleSpec(("cam0/rgb",), "joints/position", 3))
+    x = _all(store, pack, b)[0]
+    t = x["t_ns"] / 1e9
+    np.testing.assert_allclose(x["action"][:, 0], t + np.array([0.1, 0.2, 0.3]), atol=1e-6)
+
+
+def test_padding_at_the_segment_end_holds_the_last_value(ramp):
+    _, pack, store = ramp
+    b = SampleBuilder(pack, SampleSpec(("joints/position",), "joints/position_delta", 8))
+    last = _all(store, pack, b)[-1]
+    t = last["t_ns"] / 1e9
+    steps = t + 0.1 * np.arange(1, 9)
+    assert last["action_is_pad"].tolist() == (steps > 2.0 + 1e-9).tolist()
+    assert last["action_is_pad"].any()
+    held = last["action"][last["action_is_pad"]]
+    np.testing.assert_allclose(held, np.tile(np.array([2.0, 4.0, -2.0]) - [t, 2 * t, -t], (len(held), 1)), atol=1e-5)
+
+
+def test_frame_conversion_applies_to_poses(ramp):
+    _, pack, store = ramp
+    b = SampleBuilder(pack, SampleSpec(("ee/pose",), None, 1, "optical"))
+    x = _all(store, pack, b)[0]
+    np.testing.assert_allclose(x["ee/pose"][:3], [-2.0, -3.0, 1.0], atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "spec, error, message",
+    [
+        (SampleSpec(("depth",), None), StreamNotFound, "no stream 'depth'.*It has"),
+        (SampleSpec(("cam0/rgb",), "cam0/rgb_delta"), InvalidInput, "image stream"),
+        (SampleSpec(("cam0/rgb",), "ee/pose_delta"), InvalidInput, "difference of poses"),
+        (SampleSpec(("cam0/rgb",), "joints/position_delta", 9), InvalidInput, "horizon 9 is beyond.*--horizon 9"),
+        (SampleSpec(("cam0/rgb",), None, 1, "ned"), InvalidInput, "frame 'ned'"),
+    ],
+)
+def test_bad_requests_fail_at_construction(ramp, spec, error, message):
+    _, pack, store = ramp
+    with pytest.raises(error, match=message):
+        SampleBuilder(pack, spec)

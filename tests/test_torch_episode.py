@@ -1,0 +1,187 @@
+"""EpisodeDataset: the product page's snippet, the sample table, workers, order, auto-pack."""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+import torch
+from torch.utils.data import DataLoader, default_collate
+
+import rayform
+from rayform.errors import InvalidInput, PackNotFound, StreamNotFound
+
+OBS = ["cam0/rgb", "wrist/rgb", "joints/position"]
+
+PRODUCT_PAGE = '''
+import rayform
+from torch.utils.data import DataLoader
+
+client = rayform.Client()
+slice_ = client.slices.get("slc_7c1e04aa")
+
+dataset = rayform.torch.EpisodeDataset(
+    slice_,
+    obs=["cam0/rgb", "wrist/rgb", "joints/position"],
+    action="joints/position_delta",
+    fps=15,
+    horizon=16,            # action chunk length
+    frame="ros",
+)
+loader = DataLoader(dataset, batch_size=64, num_workers=8, shuffle=True, persistent_workers=True)
+'''
+
+
+@pytest.fixture
+def packed(demo_client):
+    client, s = demo_client
+    client.pack(s, 15, workers=1, progress=False, shard_bytes=150_000)
+    return client, s
+
+
+def _dataset(s, **kw):
+    return rayform.torch.EpisodeDataset(s, obs=OBS, action="joints/position_delta", fps=15, horizon=16, frame="ros", **kw)
+
+
+def test_the_product_page_snippet_runs_as_written(packed):
+    client, s = packed
+    code = PRODUCT_PAGE.replace("slc_7c1e04aa", s.id) + textwrap.dedent('''
+        batch = next(iter(loader))
+        assert batch["cam0/rgb"].shape == (64, 3, 64, 64) and batch["cam0/rgb"].dtype.is_floating_point is False
+        assert batch["action"].shape == (64, 16, 8)
+        print("ok", len(dataset))
+    ''')
+    env = {"RAYFORM_STORE": str(client.store.root), "PATH": "/usr/bin:/bin"}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=240)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["ok", str(client.packs.find(s, 15).samples)]
+
+
+def test_every_key_shape_and_dtype_of_the_table(packed):
+    _, s = packed
+    x = _dataset(s)[0]
+    assert x["cam0/rgb"].shape == (3, 64, 64) and x["cam0/rgb"].dtype == torch.uint8
+    assert x["wrist/rgb"].shape == (3, 64, 64) and x["wrist/rgb"].dtype == torch.uint8
+    assert x["joints/position"].shape == (8,) and x["joints/position"].dtype == torch.float32
+    assert x["action"].shape == (16, 8) and x["action"].dtype == torch.float32
+    assert x["action_is_pad"].shape == (16,) and x["action_is_pad"].dtype == torch.bool
+    assert x["t_ns"].shape == () and x["t_ns"].dtype == torch.int64
+    assert set(x["meta"]) == {"slice", "segment", "segment_version", "site"} and x["meta"]["slice"] == s.id
+
+
+def test_a_batch_is_the_stack_of_its_samples(packed):
+    _, s = packed
+    ds = _dataset(s)
+    loader = DataLoader(ds, batch_size=10, shuffle=False)
+    batch = next(iter(loader))
+    manual = default_collate([dict(ds[i]) for i in range(10)])
+    for key in ["cam0/rgb", "wrist/rgb", "joints/position", "action", "action_is_pad", "t_ns"]:
+        assert batch[key].shape == manual[key].shape and torch.equal(batch[key], manual[key]), key
+    assert batch["cam0/rgb"].is_contiguous(memory_format=torch.channels_last)
+    assert batch["meta"]["segment"] == manual["meta"]["segment"]
+
+
+def test_a_transform_that_replaces_values_is_collated_the_ordinary_way(packed):
+    _, s = packed
+
+    def transform(x):
+        x["cam0/rgb"] = x["cam0/rgb"].float() / 255
+        return x
+
+    ds = _dataset(s, transform=transform)
+    batch = next(iter(DataLoader(ds, batch_size=4)))
+    assert batch["cam0/rgb"].dtype == torch.float32 and batch["cam0/rgb"].shape == (4, 3, 64, 64)
+    assert torch.equal(batch["wrist/rgb"][2], ds[2]["wrist/rgb"])
+
+
+@pytest.mark.parametrize("context", ["fork", "spawn"])
+def test_workers_cover_every_sample_once_per_epoch(packed, context):
+    _, s = packed
+    ds = _dataset(s)
+    loader = DataLoader(ds, batch_size=16, num_workers=2, shuffle=True, persistent_workers=True,
+                        multiprocessing_context=context, generator=torch.Generator().manual_seed(0))
+    orders = []
+    for epoch in range(2):
+        ds.set_epoch(epoch)
+        keys = [(seg, int(t)) for b in loader for seg, t in zip(b["meta"]["segment"], b["t_ns"])]
+        assert len(keys) == len(set(keys)) == len(ds)
+        orders.append(keys)
+    assert orders[0] != orders[1]
+
+
+def test_set_epoch_reaches_persistent_workers(packed):
+    _, s = packed
+    ds = _dataset(s)
+    loader = DataLoader(ds, batch_size=len(ds), num_workers=1, shuffle=False, persistent_workers=True)
+    ds.set_epoch(0)
+    first = next(iter(loader))["t_ns"]
+    ds.set_epoch(1)
+    second = next(iter(loader))["t_ns"]
+    expected = torch.stack([ds[i]["t_ns"] for i in range(len(ds))])
+    assert torch.equal(second, expected) and not torch.equal(first, second)
+
+
+ORDER = '''
+import sys, torch, rayform
+from torch.utils.data import DataLoader
+c = rayform.Client(sys.argv[1]); s = c.slices.get(sys.argv[2])
+ds = rayform.torch.EpisodeDataset(s, obs=["joints/position"], action="joints/position_delta", fps=15, seed=int(sys.argv[3]))
+ds.set_epoch(int(sys.argv[4]))
+sampler = torch.utils.data.distributed.DistributedSampler(ds, num_replicas=1, rank=0, shuffle=True)
+print([int(b["t_ns"][i]) for b in DataLoader(ds, batch_size=8, sampler=sampler, num_workers=2) for i in range(len(b["t_ns"]))])
+'''
+
+
+def test_same_slice_seed_and_epoch_give_the_same_order_in_a_new_process(packed):
+    client, s = packed
+
+    def order(seed, epoch):
+        r = subprocess.run([sys.executable, "-c", ORDER, str(client.store.root), s.id, str(seed), str(epoch)],
+                           capture_output=True, text=True, timeout=240)
+        assert r.returncode == 0, r.stderr
+        return eval(r.stdout)
+
+    a = order(0, 3)
+    assert a == order(0, 3)
+    assert a != order(0, 4) and a != order(1, 3)
+    assert sorted(a) == sorted(order(0, 4))
+
+
+def test_errors_come_at_construction(packed):
+    _, s = packed
+    with pytest.raises(StreamNotFound, match="no stream 'depth'"):
+        rayform.torch.EpisodeDataset(s, obs=["depth"], fps=15)
+    with pytest.raises(InvalidInput, match="image stream"):
+        rayform.torch.EpisodeDataset(s, obs=["cam0/rgb"], action="wrist/rgb", fps=15)
+    with pytest.raises(InvalidInput, match="frame"):
+        rayform.torch.EpisodeDataset(s, obs=["cam0/rgb"], fps=15, frame="enu")
+
+
+def test_a_missing_pack_is_made_once_by_a_single_process(demo_client, caplog):
+    client, s = demo_client
+    with caplog.at_level(logging.WARNING, logger="rayform"):
+        ds = _dataset(s)
+    assert [r.getMessage() for r in caplog.records if "packing it now" in r.getMessage()] != []
+    assert len(client.packs.list(s)) == 1 and len(ds) == client.packs.list(s)[0].samples
+    _dataset(s)  # found, not made again
+    assert len(client.packs.list(s)) == 1
+
+
+def test_a_missing_pack_on_a_read_only_store_names_the_command(demo_client, monkeypatch):
+    client, s = demo_client
+    import rayform.torch.episode as episode
+
+    monkeypatch.setattr(episode, "_writable", lambda store: False)
+    with pytest.raises(PackNotFound, match=f"rayform pack {s.id} --fps 15"):
+        _dataset(s)
+
+
+def test_memory_maps_not_copies(packed):
+    _, s = packed
+    ds = _dataset(s)
+    ds[0]
+    assert isinstance(ds.reader.index, np.memmap)
