@@ -76,7 +76,10 @@ class PackReader:
         if m is None:
             path = self._local(self.pack.shards[shard].sha256, f"shard {shard}")
             with open(path, "rb") as f:
-                m = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+                # MAP_POPULATE maps the whole (page-cached) shard in one call instead of a
+                # page fault per 4 KiB on first touch.
+                m = mmap.mmap(f.fileno(), 0, flags=mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0),
+                              prot=mmap.PROT_READ)
             self._maps[shard] = m
         return m
 
