@@ -138,7 +138,9 @@ class SampleBuilder:
             out["t_ns"] = _put(into, "t_ns", np.asarray(low["t_ns"], np.int64), np.int64)
             out["meta"] = {k: low[k] for k in self.meta_keys}
         except (KeyError, ValueError, TypeError) as e:  # simplejpeg reports bad data as ValueError
-            raise IntegrityError(f"sample {key} of {self.pack.slice_id}: malformed ({e!r})") from e
+            raise IntegrityError(
+                f"sample {key} of {self.pack.slice_id}: malformed ({type(e).__name__}: {str(e)[:100]})"
+            ) from e
         return out
 
     def _in_frame(self, s: StreamSchema, values: np.ndarray) -> np.ndarray:

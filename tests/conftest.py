@@ -147,3 +147,63 @@ def snippet(text: str, **subs: str) -> str:
     for old, new in subs.items():
         text = text.replace(old, new)
     return text
+
+
+class CuttingProxy:
+    """A TCP proxy on 127.0.0.1 to the S3 endpoint that cuts responses mid-body.
+
+    The first ``cuts`` responses larger than ``after`` bytes are cut off after ``after``
+    bytes (the connection is closed), as a flaky network or a dying server does.
+    """
+
+    def __init__(self, target_port: int, after: int, cuts: int):
+        import socket
+
+        self.after, self.cuts_left, self.cut = after, cuts, 0
+        self._lock = threading.Lock()
+        self._sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self._sock.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._target = target_port
+        self._stop = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        import socket
+
+        while not self._stop:
+            try:
+                client, _ = self._sock.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(("127.0.0.1", self._target))
+            threading.Thread(target=self._pipe, args=(client, upstream, False), daemon=True).start()
+            threading.Thread(target=self._pipe, args=(upstream, client, True), daemon=True).start()
+
+    def _pipe(self, src, dst, downstream: bool) -> None:
+        sent = 0
+        try:
+            while data := src.recv(65536):
+                if downstream:
+                    with self._lock:
+                        cut = self.cuts_left > 0 and sent + len(data) > self.after
+                        if cut:
+                            self.cuts_left -= 1
+                            self.cut += 1
+                    if cut:
+                        dst.sendall(data[: max(0, self.after - sent)])
+                        break
+                dst.sendall(data)
+                sent += len(data)
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                try:
+                    s.close()
+                except OSError:
+                    pass
+
+    def stop(self) -> None:
+        self._stop = True
+        self._sock.close()

@@ -2,9 +2,13 @@
 
 - :class:`EpisodeDataset`: map-style, random access by offset into cached shards; for
   ``DataLoader(shuffle=True)`` and ``DistributedSampler``.
+- :class:`StreamingEpisodeDataset`: an ``IterableDataset`` that streams shards straight
+  from object storage, split by rank and worker, with an epoch-seeded shuffle buffer.
 """
 
+from rayform.shardstream import Retry
 from rayform.torch.episode import EpisodeDataset
+from rayform.torch.streaming import ShuffleConfig, StreamingEpisodeDataset
 from rayform.torch.world import World
 
-__all__ = ["EpisodeDataset", "World"]
+__all__ = ["EpisodeDataset", "Retry", "ShuffleConfig", "StreamingEpisodeDataset", "World"]

@@ -1,0 +1,58 @@
+"""Streaming stages: generators ``stage(src, ...) -> Iterator`` composed with webdataset's own
+tar iteration, grouping and shuffle stages into the streaming dataset's pipeline::
+
+    runs ─▶ shard_sources ─▶ wds tar_file_expander ─▶ wds group_by_keys ─▶ select_runs
+         ─▶ wds shuffle(rng seeded by seed, epoch, rank, worker) ─▶ skip ─▶ build
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import numpy as np
+
+from rayform.pack.manifest import Pack
+from rayform.partition import Run
+from rayform.shardstream import Retry, open_shard
+from rayform.store import Store
+
+
+def reader_rng(seed: int, epoch: int, rank: int, worker: int) -> random.Random:
+    """The shuffle buffer's RNG: from (seed, epoch, rank, worker) only, never pid or time."""
+    state = np.random.SeedSequence([seed & (2**63 - 1), epoch, rank, worker, 0x5B]).generate_state(2, np.uint64)
+    return random.Random(int(state[0]) << 64 | int(state[1]))
+
+
+def shard_sources(runs: list[Run], pack: Pack, store: Store, retry: Retry = Retry()) -> Iterator[dict[str, Any]]:
+    """Open each run's shard as a stream; verify (and cache) each one once it has been read."""
+    for n, run in enumerate(runs):
+        info = pack.shards[run.shard]
+        stream = open_shard(store, info.sha256, info.bytes, f"shard {run.shard}", pack.slice_id, pack.fps, retry)
+        try:
+            yield {"url": f"{info.sha256}#{n}", "stream": stream, "run": run}
+        except GeneratorExit:  # the reader stopped early: a partial shard is never kept
+            stream.abort()
+            raise
+        stream.finish()
+
+
+def select_runs(samples: Iterable[dict[str, Any]], runs: list[Run]) -> Iterator[dict[str, Any]]:
+    """Keep the samples of each run's ``[first, stop)``; the rest of its shard only passes through."""
+    current, ordinal = None, 0
+    for sample in samples:
+        url = sample["__url__"]
+        if url != current:
+            current, ordinal = url, 0
+            run = runs[int(url.rsplit("#", 1)[1])]
+        if run.first <= ordinal < run.stop:
+            yield sample
+        ordinal += 1
+
+
+def skip(samples: Iterable[Any], n: int) -> Iterator[Any]:
+    """Drop the first ``n`` items (resumption: what was already yielded before an interruption)."""
+    for i, sample in enumerate(samples):
+        if i >= n:
+            yield sample

@@ -1,0 +1,177 @@
+"""``StreamingEpisodeDataset``: the same samples as ``EpisodeDataset``, streamed shard by shard."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch.utils.data import IterableDataset
+
+from rayform import partition, stages
+from rayform.cache import ShardCache
+from rayform.errors import IntegrityError
+from rayform.sample import SampleBuilder, SampleSpec, obs_list
+from rayform.shardstream import Retry
+from rayform.slices import Slice
+from rayform.store import Store
+from rayform.torch.episode import _pack_for, _store_for
+from rayform.torch.tensors import to_torch
+from rayform.torch.world import World
+
+
+@dataclass(frozen=True)
+class ShuffleConfig:
+    """Epoch-seeded shuffling: shard order, then a buffer of ``buffer`` samples (0: none)."""
+
+    seed: int = 0
+    buffer: int = 1000
+    initial: int = 100
+
+
+class StreamingEpisodeDataset(IterableDataset):
+    """Streams a slice's pack at ``fps`` straight from its store (``s3://``, ``gs://``, local…).
+
+    Takes the same sample parameters as :class:`EpisodeDataset` and yields the very same
+    sample dicts (one builder makes both). Each epoch (``set_epoch``):
+
+    - the shards are put in an order seeded by (seed, epoch), and split into consecutive
+      runs per rank (``torch.distributed`` when initialised, or ``rank``/``world_size``
+      given) and per DataLoader worker, so every sample is read exactly once across all
+      ranks and workers, and every rank yields ``len(self)`` samples: ``equalize="pad"``
+      repeats the first samples of the epoch's order to fill the last ranks, ``"drop"``
+      leaves out the tail;
+    - each reader streams its shards through webdataset's tar iteration and grouping, a
+      shuffle buffer seeded by (seed, epoch, rank, worker), then the sample builder;
+    - what is streamed is written into the shard cache and verified at each shard's end,
+      so the next epoch reads from disk (``RAYFORM_OFFLINE=1`` holds here too);
+    - a dropped connection or 5xx is retried and resumed at the byte where it stopped.
+
+    The same seed, epoch, world size and worker count give the same order in a new
+    process. ``state_dict()``/``load_state_dict()`` resume an epoch after an interruption
+    without repeating or skipping a sample (in the reading process: the main process, or
+    each worker under torchdata's ``StatefulDataLoader``).
+
+    Pick it over ``EpisodeDataset`` for slices larger than local disk, or to start
+    training before a slice has been fetched: reads are sequential, one shard at a time.
+    """
+
+    def __init__(
+        self,
+        slice_: Slice,
+        obs: str | Sequence[str],
+        action: str | None = None,
+        fps: float = 15,
+        horizon: int = 16,
+        frame: str | None = None,
+        seed: int = 0,
+        shuffle: ShuffleConfig | None = None,
+        equalize: str = "pad",
+        rank: int | None = None,
+        world_size: int | None = None,
+        cache: ShardCache | str | os.PathLike | None = None,
+        retry: Retry = Retry(),
+        transform: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+    ):
+        if equalize not in partition.EQUALIZE:
+            raise ValueError(f"equalize {equalize!r}: one of {partition.EQUALIZE}")
+        store = _store_for(slice_, cache)
+        spec = SampleSpec(obs_list(obs), action, int(horizon), frame)
+        self.slice_id = slice_.id
+        self.pack = _pack_for(slice_, store, fps, spec)
+        self.builder = SampleBuilder(self.pack, spec)
+        self.shuffle = shuffle or ShuffleConfig(seed=seed)
+        self.equalize = equalize
+        self.retry = retry
+        self.transform = transform
+        if rank is None or world_size is None:
+            # DataLoader workers do not see the process group: take the rank where it is known.
+            here = World.detect()
+            rank, world_size = here.rank, here.world_size
+        self._explicit = (rank, world_size)
+        self._store_ref = store.ref
+        self._store: Store | None = None
+        self._store_pid = 0
+        self._epoch = torch.zeros(1, dtype=torch.int64).share_memory_()
+        self._yielded = 0
+        self._resume_at = 0
+
+    def __repr__(self) -> str:
+        return f"StreamingEpisodeDataset({self.slice_id}, fps={self.pack.fps:g}, samples/rank={len(self)})"
+
+    # -- topology and order ------------------------------------------------------------
+    def world(self) -> World:
+        return World.detect(*self._explicit)
+
+    def __len__(self) -> int:
+        """Samples each rank yields per epoch."""
+        world = World.detect(*self._explicit)
+        return partition.per_rank(self.pack.samples, world.world_size, self.equalize)
+
+    @property
+    def epoch(self) -> int:
+        return int(self._epoch[0])
+
+    def set_epoch(self, epoch: int) -> None:
+        """Seeds this epoch's shard order and shuffle; reaches forked and persistent workers."""
+        self._epoch[0] = int(epoch)
+        self._yielded = self._resume_at = 0
+
+    def runs(self, world: World, epoch: int) -> list[partition.Run]:
+        return partition.runs_for([s.samples for s in self.pack.shards], world.rank, world.world_size,
+                                  world.worker, world.workers, self.shuffle.seed, epoch, self.equalize)
+
+    # -- resumption ----------------------------------------------------------------------
+    def state_dict(self) -> dict[str, int]:
+        return {"epoch": self.epoch, "yielded": self._yielded, "seed": self.shuffle.seed}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        if state.get("seed", self.shuffle.seed) != self.shuffle.seed:
+            raise ValueError(f"state was saved with seed {state['seed']}, this dataset has {self.shuffle.seed}")
+        self._epoch[0] = int(state["epoch"])
+        self._yielded = self._resume_at = int(state["yielded"])
+
+    # -- reading -------------------------------------------------------------------------
+    @property
+    def store(self) -> Store:
+        if self._store is None or self._store_pid != os.getpid():  # never a handle of the parent's
+            self._store, self._store_pid = self._store_ref.open(), os.getpid()
+        return self._store
+
+    def raw_samples(self, world: World | None = None) -> Iterator[dict[str, Any]]:
+        """This reader's raw samples for the epoch, shuffled, before any decoding."""
+        import webdataset as wds
+
+        world = world or self.world()
+        epoch = self.epoch
+        runs = self.runs(world, epoch)
+        src = stages.shard_sources(runs, self.pack, self.store, self.retry)
+        src = wds.tariterators.tar_file_expander(src)
+        src = wds.tariterators.group_by_keys(src, lcase=False)
+        src = stages.select_runs(src, runs)
+        if self.shuffle.buffer > 1:
+            rng = stages.reader_rng(self.shuffle.seed, epoch, world.rank, world.worker)
+            src = wds.filters.shuffle(self.shuffle.buffer, self.shuffle.initial, rng=rng)(src)
+        return stages.skip(src, self._resume_at)
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        shard_of = {s.sha256: i for i, s in enumerate(self.pack.shards)}
+        for raw in self.raw_samples():
+            try:
+                sample = to_torch(self.builder.build(raw, raw["__key__"]))
+            except IntegrityError as e:
+                digest = raw["__url__"].rsplit("#", 1)[0]
+                raise IntegrityError(
+                    f"{self.slice_id}: shard {shard_of.get(digest)} ({digest[:16]}) from {self.store.display} "
+                    f"is corrupt ({e}); it was not cached"
+                ) from e
+            self._yielded += 1
+            yield self.transform(sample) if self.transform else sample
+        self._resume_at = 0
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_store"] = None
+        return state

@@ -1,0 +1,261 @@
+"""StreamingEpisodeDataset against a real S3 endpoint on loopback, with real processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch.multiprocessing as tmp
+from torch.utils.data import DataLoader
+
+import rayform
+from rayform.cache import ShardCache, hash_file
+from rayform.errors import IntegrityError, OfflineError, StoreError
+
+pytestmark = [pytest.mark.s3, pytest.mark.timeout(300)]
+
+
+def _slice(s3_demo, cache_dir, endpoint_url=None):
+    url, options, slice_id = s3_demo
+    options = dict(options, endpoint_url=endpoint_url or options["endpoint_url"])
+    client = rayform.Client(url, storage_options=options)
+    client.store.cache = ShardCache(cache_dir)
+    return client.slices.get(slice_id)
+
+
+def _stream(s, **kw):
+    return rayform.torch.StreamingEpisodeDataset(s, obs=["cam0/rgb", "joints/position"],
+                                                 action="joints/position_delta", fps=15, **kw)
+
+
+def _keys(samples):
+    return [f"{seg}:{int(t)}" for seg, t in samples]
+
+
+def _batches_keys(loader):
+    return [f"{s}:{int(t)}" for b in loader for s, t in zip(b["meta"]["segment"], b["t_ns"])]
+
+
+def _rank(rank, world, port, s3_demo, cache_root, out):
+    import torch.distributed as dist
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    s = _slice(s3_demo, Path(cache_root) / f"rank{rank}")
+    ds = _stream(s)
+    loader = DataLoader(ds, batch_size=8, num_workers=2)
+    seen = {}
+    for epoch in (0, 1):
+        ds.set_epoch(epoch)
+        seen[epoch] = _batches_keys(loader)
+    Path(out, f"rank{rank}.json").write_text(json.dumps({"len": len(ds), "seen": seen, "total": ds.pack.samples,
+                                                         "shards": len(ds.pack.shards)}))
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def _free_port():
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.mark.dist
+def test_two_ranks_two_workers_disjoint_cover_equal_counts(s3_demo, tmp_path):
+    tmp.start_processes(_rank, args=(2, _free_port(), s3_demo, str(tmp_path / "cache"), str(tmp_path)), nprocs=2,
+                        join=True, start_method="spawn")
+    r0, r1 = (json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2))
+    total = r0["total"]
+    assert r0["shards"] % 4 != 0 or total % 4 != 0  # shard and sample counts that do not divide evenly
+    for epoch in ("0", "1"):
+        a, b = r0["seen"][epoch], r1["seen"][epoch]
+        assert len(a) == len(b) == r0["len"] == -(-total // 2)
+        assert len(set(a) | set(b)) == total
+        assert len(a) + len(b) - total == (2 - total % 2) % 2  # only the padding repeats
+    assert r0["seen"]["0"] != r0["seen"]["1"]
+
+
+ORDER = '''
+import json, sys, rayform
+from rayform.cache import ShardCache
+from torch.utils.data import DataLoader
+url, options, sid, cache, epoch = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3], sys.argv[4], int(sys.argv[5])
+c = rayform.Client(url, storage_options=options); c.store.cache = ShardCache(cache)
+ds = rayform.torch.StreamingEpisodeDataset(c.slices.get(sid), obs=["joints/position"], fps=15, seed=5,
+                                           rank=1, world_size=2)
+ds.set_epoch(epoch)
+print(json.dumps([f"{s}:{int(t)}" for b in DataLoader(ds, batch_size=4, num_workers=2)
+                  for s, t in zip(b["meta"]["segment"], b["t_ns"])]))
+'''
+
+
+def test_same_order_in_new_processes_and_a_new_order_next_epoch(s3_demo, tmp_path):
+    url, options, sid = s3_demo
+
+    def order(epoch, cache):
+        r = subprocess.run([sys.executable, "-c", ORDER, url, json.dumps(options), sid, str(tmp_path / cache),
+                            str(epoch)], capture_output=True, text=True, timeout=240)
+        assert r.returncode == 0, r.stderr[-2000:]
+        return json.loads(r.stdout)
+
+    first = order(3, "a")
+    assert first == order(3, "b")  # a cold cache and a fresh process: the same order
+    assert first == order(3, "a")  # and from the warm cache
+    other = order(4, "a")
+    assert other != first and len(other) == len(first)
+
+
+def test_resumption_continues_exactly_where_it_stopped(s3_demo, tmp_path):
+    s = _slice(s3_demo, tmp_path / "cache")
+    whole = _stream(s, seed=2)
+    whole.set_epoch(1)
+    expected = _keys((x["meta"]["segment"], x["t_ns"]) for x in whole)
+
+    first = _stream(s, seed=2)
+    first.set_epoch(1)
+    it = iter(first)
+    head = [next(it) for _ in range(23)]
+    state = first.state_dict()
+    del it  # the interrupted run
+
+    resumed = _stream(s, seed=2)
+    resumed.load_state_dict(state)
+    tail = list(resumed)
+    got = _keys((x["meta"]["segment"], x["t_ns"]) for x in head + tail)
+    assert got == expected
+
+
+def test_the_second_epoch_makes_no_request(s3_demo, s3_endpoint, tmp_path):
+    s = _slice(s3_demo, tmp_path / "cache")
+    ds = _stream(s)
+    loader = DataLoader(ds, batch_size=8, num_workers=2)
+    s3_endpoint.reset_counts()
+    first = _batches_keys(loader)
+    assert s3_endpoint.count("GET") >= len(ds.pack.shards)
+    for shard in ds.pack.shards:  # streamed into the cache and verified
+        assert hash_file(ShardCache(tmp_path / "cache").blob_path(shard.sha256)) == shard.sha256
+    s3_endpoint.reset_counts()
+    ds.set_epoch(1)
+    second = _batches_keys(loader)
+    assert sorted(second) == sorted(first) and second != first
+    assert s3_endpoint.count() == 0, s3_endpoint.requests
+
+
+def test_first_samples_come_before_the_shard_has_arrived(s3_demo, tmp_path, monkeypatch):
+    import rayform.shardstream as shardstream
+
+    monkeypatch.setattr(shardstream, "STREAM_BLOCK", 8192)
+    opened = []
+    real = shardstream.ShardStream.__init__
+
+    def spy(self, *a, **k):
+        real(self, *a, **k)
+        opened.append(self)
+
+    monkeypatch.setattr(shardstream.ShardStream, "__init__", spy)
+    s = _slice(s3_demo, tmp_path / "cache")
+    ds = _stream(s, shuffle=rayform.torch.ShuffleConfig(buffer=0))
+    next(iter(ds))
+    assert opened and not opened[0].from_cache
+    assert opened[0].pos < opened[0].size
+
+
+def test_a_connection_cut_mid_shard_still_yields_every_sample_once(s3_demo, s3_endpoint, tmp_path):
+    from tests.conftest import CuttingProxy
+
+    proxy = CuttingProxy(s3_endpoint.port, after=40_000, cuts=3)
+    try:
+        s = _slice(s3_demo, tmp_path / "cache", endpoint_url=proxy.url)
+        ds = _stream(s, retry=rayform.torch.Retry(attempts=6, backoff_s=0.01))
+        keys = _keys((x["meta"]["segment"], x["t_ns"]) for x in ds)
+    finally:
+        proxy.stop()
+    assert proxy.cut >= 1
+    assert len(keys) == len(set(keys)) == ds.pack.samples
+
+
+def test_a_read_that_keeps_failing_resumes_at_its_byte_then_names_the_shard(s3_demo, tmp_path, monkeypatch):
+    import rayform.shardstream as shardstream
+
+    s = _slice(s3_demo, tmp_path / "cache")
+    ds = _stream(s, retry=rayform.torch.Retry(attempts=2, backoff_s=0.0), shuffle=rayform.torch.ShuffleConfig(buffer=0))
+    opens = []
+    real_open = shardstream.ShardStream._open_remote
+
+    class Flaky:
+        def __init__(self, f):
+            self.f, self.n = f, 0
+
+        def read(self, n=-1):
+            self.n += 1
+            if self.n == 2:
+                raise ConnectionResetError("connection reset by peer")
+            return self.f.read(n)
+
+        def close(self):
+            self.f.close()
+
+    def flaky_open(self):
+        opens.append(self.pos)
+        return Flaky(real_open(self))
+
+    monkeypatch.setattr(shardstream.ShardStream, "_open_remote", flaky_open)
+    keys = _keys((x["meta"]["segment"], x["t_ns"]) for x in ds)
+    assert len(keys) == len(set(keys)) == ds.pack.samples
+    assert any(pos > 0 for pos in opens)  # resumed at the byte where it stopped
+
+    class Dead:
+        def read(self, n=-1):
+            raise ConnectionResetError("gone")
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(shardstream.ShardStream, "_open_remote", lambda self: Dead())
+    cold = _stream(_slice(s3_demo, tmp_path / "cold"), retry=rayform.torch.Retry(attempts=2, backoff_s=0.0))
+    with pytest.raises(StoreError, match=r"shard \d+ \([0-9a-f]{16}\) from s3://.*after 3 tries"):
+        list(cold)
+    assert not any(ShardCache(tmp_path / "cold").has(sh.sha256) for sh in cold.pack.shards)
+    assert not [p for p in (tmp_path / "cold").rglob(".tmp-*")]
+
+
+@pytest.mark.parametrize("where", ["middle", "padding"])
+def test_a_shard_whose_bytes_do_not_match_fails_clearly_and_is_not_kept(s3_demo, s3_endpoint, tmp_path, where):
+    import boto3
+
+    url, options, sid = s3_demo
+    s = _slice(s3_demo, tmp_path / "cache")
+    ds = _stream(s, shuffle=rayform.torch.ShuffleConfig(buffer=0))
+    shard = ds.pack.shards[0].sha256
+    bucket, prefix = url[len("s3://"):].split("/", 1)
+    key = f"{prefix}/blobs/{shard[:2]}/{shard}"
+    s3 = boto3.client("s3", endpoint_url=options["endpoint_url"], region_name="us-east-1")
+    good = s3.get_object(Bucket=bucket, Key=key)["Body"].read()
+    bad = bytearray(good)
+    bad[len(bad) // 2 if where == "middle" else len(bad) - 1] ^= 0x10  # padding: only the hash can tell
+    s3.put_object(Bucket=bucket, Key=key, Body=bytes(bad))
+    try:
+        # the flipped byte is caught by a sample that no longer decodes, or by the hash at the end
+        with pytest.raises(IntegrityError, match=f"shard 0 \\({shard[:16]}\\).*not cached"):
+            list(ds)
+        assert not ShardCache(tmp_path / "cache").has(shard)
+    finally:
+        s3.put_object(Bucket=bucket, Key=key, Body=good)
+
+
+def test_offline_holds_for_streaming(s3_demo, tmp_path, monkeypatch):
+    s = _slice(s3_demo, tmp_path / "cache")
+    ds = _stream(s)
+    monkeypatch.setenv("RAYFORM_OFFLINE", "1")
+    with pytest.raises(OfflineError, match=f"{s.id}: shard .* Run: rayform pull {s.id} --fps 15"):
+        next(iter(ds))
+    monkeypatch.delenv("RAYFORM_OFFLINE")
+    n = len(list(ds))
+    monkeypatch.setenv("RAYFORM_OFFLINE", "1")
+    assert len(list(ds)) == n  # after one streamed epoch, everything is cached
