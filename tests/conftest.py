@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import uuid
@@ -30,6 +31,9 @@ def _isolated_env(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("RAYFORM_STORE", str(base / "default-store"))
     monkeypatch.setenv("RAYFORM_CACHE_DIR", str(base / "default-cache"))
     monkeypatch.delenv("RAYFORM_OFFLINE", raising=False)
+
+
+logging.getLogger("werkzeug").setLevel(logging.WARNING)  # one line per request drowns a failure
 
 
 class S3Endpoint:

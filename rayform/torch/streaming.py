@@ -18,6 +18,7 @@ from rayform.shardstream import Retry
 from rayform.slices import Slice
 from rayform.store import Store
 from rayform.torch.episode import _pack_for, _store_for
+from rayform.torch.batch import BatchBuffer, Sample, collate_samples, default_collate_fn_map
 from rayform.torch.tensors import to_torch
 from rayform.torch.world import World
 
@@ -54,6 +55,10 @@ class StreamingEpisodeDataset(IterableDataset):
     without repeating or skipping a sample (in the reading process: the main process, or
     each worker under torchdata's ``StatefulDataLoader``).
 
+    ``batch_size``: yield whole batches instead of samples (use ``DataLoader(batch_size=None)``):
+    each batch is decoded straight into one buffer, with no collation copy; ``len()`` then
+    counts samples still. The last batch of each reader may be smaller.
+
     Pick it over ``EpisodeDataset`` for slices larger than local disk, or to start
     training before a slice has been fetched: reads are sequential, one shard at a time.
     """
@@ -74,7 +79,10 @@ class StreamingEpisodeDataset(IterableDataset):
         cache: ShardCache | str | os.PathLike | None = None,
         retry: Retry = Retry(),
         transform: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+        batch_size: int | None = None,
     ):
+        if batch_size is not None and batch_size < 1:
+            raise ValueError(f"batch_size {batch_size}: must be at least 1")
         if equalize not in partition.EQUALIZE:
             raise ValueError(f"equalize {equalize!r}: one of {partition.EQUALIZE}")
         store = _store_for(slice_, cache)
@@ -86,6 +94,7 @@ class StreamingEpisodeDataset(IterableDataset):
         self.equalize = equalize
         self.retry = retry
         self.transform = transform
+        self.batch_size = batch_size
         if rank is None or world_size is None:
             # DataLoader workers do not see the process group: take the rank where it is known.
             here = World.detect()
@@ -106,7 +115,7 @@ class StreamingEpisodeDataset(IterableDataset):
         return World.detect(*self._explicit)
 
     def __len__(self) -> int:
-        """Samples each rank yields per epoch."""
+        """Samples each rank yields per epoch (also with ``batch_size``: an upper bound on batches)."""
         world = World.detect(*self._explicit)
         return partition.per_rank(self.pack.samples, world.world_size, self.equalize)
 
@@ -157,19 +166,51 @@ class StreamingEpisodeDataset(IterableDataset):
         return stages.skip(src, self._resume_at)
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
+        samples = self._samples()
+        if self.batch_size is None:
+            for raw, build in samples:
+                yield self._finish(build(None))
+        else:
+            yield from self._batches(samples)
+        self._resume_at = 0
+
+    def _samples(self) -> Iterator[tuple[dict[str, Any], Callable]]:
+        """Each raw sample with a function that builds it (into given rows, or fresh arrays)."""
         shard_of = {s.sha256: i for i, s in enumerate(self.pack.shards)}
         for raw in self.raw_samples():
-            try:
-                sample = to_torch(self.builder.build(raw, raw["__key__"]))
-            except IntegrityError as e:
-                digest = raw["__url__"].rsplit("#", 1)[0]
-                raise IntegrityError(
-                    f"{self.slice_id}: shard {shard_of.get(digest)} ({digest[:16]}) from {self.store.display} "
-                    f"is corrupt ({e}); it was not cached"
-                ) from e
+            def build(into, raw=raw):
+                try:
+                    return self.builder.build(raw, raw["__key__"], into)
+                except IntegrityError as e:
+                    digest = raw["__url__"].rsplit("#", 1)[0]
+                    raise IntegrityError(
+                        f"{self.slice_id}: shard {shard_of.get(digest)} ({digest[:16]}) from {self.store.display} "
+                        f"is corrupt ({e}); it was not cached"
+                    ) from e
+
             self._yielded += 1
-            yield self.transform(sample) if self.transform else sample
-        self._resume_at = 0
+            yield raw, build
+
+    def _finish(self, values: dict[str, Any], buf: BatchBuffer | None = None, row: int = -1) -> dict[str, Any]:
+        sample = Sample(to_torch(values), buf, row) if buf is not None else to_torch(values)
+        return self.transform(sample) if self.transform else sample
+
+    def _batches(self, samples: Iterator[tuple[dict[str, Any], Callable]]) -> Iterator[dict[str, Any]]:
+        layout = self.builder.layout()
+        images = {s.name for s in self.builder.images}
+        pending: list[tuple[dict, Callable]] = []
+        for item in samples:
+            pending.append(item)
+            if len(pending) == self.batch_size:
+                yield self._collate(pending, layout, images)
+                pending = []
+        if pending:
+            yield self._collate(pending, layout, images)
+
+    def _collate(self, items, layout, images) -> dict[str, Any]:
+        buf = BatchBuffer(layout, len(items), images)
+        return collate_samples([self._finish(build(buf.slots(j)), buf, j) for j, (_, build) in enumerate(items)],
+                               collate_fn_map=default_collate_fn_map)
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)

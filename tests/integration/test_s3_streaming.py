@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 import torch.multiprocessing as tmp
 from torch.utils.data import DataLoader
 
@@ -259,3 +260,16 @@ def test_offline_holds_for_streaming(s3_demo, tmp_path, monkeypatch):
     n = len(list(ds))
     monkeypatch.setenv("RAYFORM_OFFLINE", "1")
     assert len(list(ds)) == n  # after one streamed epoch, everything is cached
+
+
+def test_batched_streaming_equals_the_samples_collated(s3_demo, tmp_path):
+    from torch.utils.data import default_collate
+
+    s = _slice(s3_demo, tmp_path / "cache")
+    plain = list(_stream(s, seed=4))
+    batched = list(DataLoader(_stream(s, seed=4, batch_size=10), batch_size=None))
+    assert sum(len(b["t_ns"]) for b in batched) == len(plain)
+    manual = default_collate([dict(x) for x in plain[:10]])
+    for key in ("cam0/rgb", "joints/position", "action", "action_is_pad", "t_ns"):
+        assert torch.equal(batched[0][key], manual[key]), key
+    assert batched[0]["meta"]["segment"] == manual["meta"]["segment"]

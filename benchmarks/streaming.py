@@ -1,0 +1,116 @@
+"""Streaming benchmark: StreamingEpisodeDataset from a real S3 endpoint on loopback.
+
+Same workload and reference as benchmarks/loader.py (two 224×224 JPEG q90 cameras, 14
+joints, 15 fps, horizon 16, 12,000 samples, DataLoader(num_workers=2, batch_size=64)).
+Prints, in one run: the one-process JPEG-decode rate of the same bytes (the bound), a plain
+webdataset pipeline over the same shards, and the streaming dataset's first epoch (from S3,
+cold cache) and second epoch (from the cache), with their ratios.
+
+The S3 endpoint is moto's server in its own process on 127.0.0.1: on a 2-core machine it
+competes with the loader for CPU, which a real object store does not.
+
+    python benchmarks/streaming.py [--samples 12000] [--store DIR] [--epochs 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import loader as bench  # noqa: E402  (the same slice, bound and webdataset reference)
+
+import rayform  # noqa: E402
+from rayform.cache import ShardCache  # noqa: E402
+
+
+def start_moto() -> tuple[subprocess.Popen, str]:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(100):
+        try:
+            urllib.request.urlopen(url + "/moto-api/")
+            return proc, url
+        except OSError:
+            time.sleep(0.1)
+    proc.kill()
+    raise RuntimeError("moto server did not start")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--samples", type=int, default=12_000)
+    ap.add_argument("--store", default=str(Path.home() / ".cache" / "rayform-bench" / "store"))
+    ap.add_argument("--epochs", type=int, default=2)
+    ap.add_argument("--workers", type=int, default=2)
+    args = ap.parse_args()
+
+    import boto3
+    import fsspec
+    import torch
+    import webdataset as wds
+    from torch.utils.data import DataLoader
+
+    torch.set_num_threads(1)
+    slice_ = bench.build_slice(args.store, args.samples)
+    local = rayform.Client(args.store)
+    pack = local.pack(slice_, bench.FPS, max_horizon=16, progress=True)
+    paths = bench.shard_paths(local, pack)
+    bound, jpeg_bytes = bench.jpeg_bound(paths, pack, min(pack.samples, 4000))
+
+    moto, endpoint = start_moto()
+    try:
+        options = {"endpoint_url": endpoint, "key": "bench", "secret": "bench"}
+        boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="bench",
+                     aws_secret_access_key="bench").create_bucket(Bucket="bench")
+        fs = fsspec.filesystem("s3", **options)
+        print(f"uploading {len(pack.shards)} shards to {endpoint} ...", file=sys.stderr, flush=True)
+        root = Path(local.store.root)
+        needed = [f"refs/slices/{slice_.id}.json", *(str(p.relative_to(root)) for p in (root / "refs" / "packs" / slice_.id).glob("*.json"))]
+        needed += [local.store.blob_key(d) for d in [slice_.digest, pack.digest, pack.index_blob]
+                   + [s.sha256 for s in pack.shards]]
+        for key in needed:
+            fs.put_file(str(root / key), f"bench/store/{key}")
+
+        rows = [("bound: 1 process decoding the JPEGs", bound, None)]
+        pipe = (wds.WebDataset(paths, shardshuffle=len(paths), nodesplitter=None, workersplitter=wds.split_by_worker,
+                               empty_check=False).shuffle(1000).map(bench._wds_decode).batched(64))
+        res = bench.run_loader(DataLoader(pipe, batch_size=None, num_workers=args.workers, persistent_workers=True),
+                               args.epochs)
+        rows.append(("webdataset pipeline, local shards", res[-1][1], res[0][0]))
+
+        with tempfile.TemporaryDirectory() as cache:
+            remote = rayform.Client("s3://bench/store", storage_options=options)
+            remote.store.cache = ShardCache(cache)
+            ds = rayform.torch.StreamingEpisodeDataset(
+                remote.slices.get(slice_.id), obs=["cam0/rgb", "wrist/rgb", "joints/position"],
+                action="joints/position_delta", fps=bench.FPS, horizon=16, frame="ros", batch_size=64)
+            loader = DataLoader(ds, batch_size=None, num_workers=args.workers, persistent_workers=True)
+            res = bench.run_loader(loader, args.epochs, ds.set_epoch)
+        rows.append(("rayform streaming, epoch 1 (from S3)", res[0][1], res[0][0]))
+        rows.append((f"rayform streaming, epoch {args.epochs} (cache)", res[-1][1], None))
+    finally:
+        moto.kill()
+
+    print(f"slice {slice_.id}: {pack.samples} samples in {len(pack.shards)} shards, mean JPEG "
+          f"{jpeg_bytes / 1024:.1f} KiB")
+    print(f"\n{'loader':40} {'samples/s':>10} {'× bound':>8} {'1st batch':>10}")
+    for name, rate, first in rows:
+        print(f"{name:40} {rate:10.0f} {rate / bound:8.2f} " + (f"{first:9.2f}s" if first is not None else ""))
+    print(f"\nfirst epoch from S3 / cached epoch: {rows[2][1] / rows[3][1]:.2f}")
+    me, kids = bench.peak_rss_mib()
+    print(f"peak RSS: main {me:.0f} MiB, largest worker {kids:.0f} MiB")
+
+
+if __name__ == "__main__":
+    main()
