@@ -30,7 +30,12 @@ def grid(start_ns: int, end_ns: int, fps: float) -> np.ndarray:
     if end_ns < start_ns:
         return np.empty(0, np.int64)
     step = NS / fps
-    n = int(np.floor((end_ns - start_ns) / step + 1e-9)) + 1
+    span = end_ns - start_ns
+    n = int(np.floor(span / step)) + 1
+    while round(n * step) <= span:  # an instant that rounds onto the end belongs to the grid
+        n += 1
+    while n > 1 and round((n - 1) * step) > span:
+        n -= 1
     return start_ns + np.round(np.arange(n) * step).astype(np.int64)
 
 

@@ -110,3 +110,10 @@ def test_future_window_values_and_padding_past_the_end():
     assert not pad[0].any()
     np.testing.assert_allclose(future[1, :, 0], [0.9, 1.0, 1.0, 1.0])  # held at the end
     assert pad[1].tolist() == [False, False, True, True]
+
+
+def test_an_instant_that_rounds_onto_the_end_is_on_the_grid():
+    # 30 fps frames resampled at 15 fps: 383 frames end at round(382e9/30) ns, exactly on the grid
+    end = round(382 * 1e9 / 30)
+    t = align.grid(0, end, 15)
+    assert len(t) == 192 and t[-1] == end

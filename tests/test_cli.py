@@ -79,3 +79,19 @@ def test_user_errors_are_one_line_and_exit_2(demo_store, args, message):
     assert "Traceback" not in r.stderr
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0], r.stderr
+
+
+def test_ingest_lists_converts_and_refuses_cleanly(real_data, tmp_path):
+    store = tmp_path / "store"
+    v21 = str(real_data / "lerobot_v21_unitree_g1_subset")
+    listed = run("ingest", "lerobot", v21, "--list", store=store)
+    assert listed.returncode == 0 and "2 present (736 frames" in listed.stdout and "cam_high/rgb" in listed.stdout
+    refused = run("ingest", "lerobot", v21, "--site", "g1", store=store)
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr and "--allow-missing" in refused.stderr
+    done = run("ingest", "lerobot", v21, "--site", "g1", "--allow-missing", "--slice", "g1",
+               "--map", "observation.state=joints/position", "--map", "action=", store=store)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.split("\n")
+    assert sum(line.startswith("seg_") for line in lines) == 2 and lines[-2].startswith("slc_")
+    shown = run("slices", "show", lines[-2], store=store).stdout
+    assert "joints/position" in shown and "action/value" not in shown and "cam_high/rgb" in shown

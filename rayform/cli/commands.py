@@ -161,3 +161,41 @@ def cache(args: argparse.Namespace) -> int:
             mark = "whole" if whole else "partial"
             print(f"  {s['id']}  {mark:7}  {state}")
     return 0
+
+
+def _mapping(args: argparse.Namespace) -> dict[str, str | None]:
+    import json
+
+    mapping: dict[str, str | None] = {}
+    if args.map_file:
+        try:
+            with open(args.map_file) as f:
+                mapping.update(json.load(f))
+        except (OSError, ValueError) as e:
+            raise InvalidInput(f"{args.map_file}: cannot read the mapping ({e})") from None
+    for item in args.map:
+        source, sep, stream = item.partition("=")
+        if not sep or not source:
+            raise InvalidInput(f"--map {item!r}: write it as SOURCE=STREAM (or SOURCE= to skip it)")
+        mapping[source] = stream or None
+    return mapping
+
+
+def ingest(args: argparse.Namespace) -> int:
+    from rayform.converters.ingest import describe, ingest as ingest_sources
+
+    if args.list:
+        for path in args.paths:
+            print("\n".join(describe(args.format, path)))
+        return 0
+    if not args.site:
+        raise InvalidInput("ingest: --site is required (where the recordings come from)")
+    client = _client(args)
+    options = {"mapping": _mapping(args), "allow_missing": args.allow_missing, "fps": args.fps}
+    report = ingest_sources(client, args.format, args.paths, args.site, options=options, slice_name=args.slice,
+                            workers=args.workers, progress=not args.quiet)
+    for ref in report.segments:
+        print(f"{ref.id}  {ref.version[:12]}  {ref.site}  {ref.name}")
+    if report.slice is not None:
+        print(report.slice.id)
+    return 0

@@ -58,6 +58,20 @@ def _parser() -> argparse.ArgumentParser:
     pk.add_argument("--force", action="store_true", help="pack again even if this pack exists")
     pk.set_defaults(run=c.pack)
 
+    ing = sub.add_parser("ingest", help="convert recordings (lerobot, hdf5) into segments; prints their ids")
+    ing.add_argument("format", choices=["lerobot", "hdf5"])
+    ing.add_argument("paths", nargs="+", metavar="PATH")
+    ing.add_argument("--site", help="the site the recordings come from (required unless --list)")
+    ing.add_argument("--map", action="append", default=[], metavar="SOURCE=STREAM",
+                     help="name a feature's stream (STREAM empty: skip it); repeatable")
+    ing.add_argument("--map-file", help="a JSON object {source: stream or null}")
+    ing.add_argument("--slice", help="also make a slice of what was ingested, with this name")
+    ing.add_argument("--allow-missing", action="store_true", help="convert the episodes present even if the meta lists more")
+    ing.add_argument("--fps", type=float, help="frame rate where the source does not record one (hdf5)")
+    ing.add_argument("--workers", type=int, help="sources converted at once (default: all cores)")
+    ing.add_argument("--list", action="store_true", help="show what each source holds; convert nothing")
+    ing.set_defaults(run=c.ingest)
+
     pl = sub.add_parser("pull", help="fetch a slice's packs into the cache, for RAYFORM_OFFLINE=1")
     pl.add_argument("slice")
     pl.add_argument("--fps", type=float, help="only the pack at this fps (default: all packs)")

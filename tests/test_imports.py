@@ -1,0 +1,21 @@
+"""`import rayform` stays light: no torch, no converter library, no webdataset (it imports torch)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+HEAVY = ["torch", "webdataset", "av", "h5py", "pyarrow", "rosbags", "mcap", "s3fs"]
+
+
+def test_import_rayform_imports_no_optional_library():
+    code = ("import sys, rayform, rayform.converters.ingest, rayform.converters.lerobot, rayform.converters.hdf5; "
+            f"print([m for m in {HEAVY!r} if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_rayform_torch_is_there_after_a_bare_import():
+    code = "import rayform; print(rayform.torch.EpisodeDataset.__name__, rayform.torch.StreamingEpisodeDataset.__name__)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["EpisodeDataset", "StreamingEpisodeDataset"]

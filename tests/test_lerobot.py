@@ -1,0 +1,88 @@
+"""LeRobot v2.1 and v3.0, on the real datasets in ../shared/data/real."""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+
+import rayform
+from rayform.converters.ingest import ingest
+from rayform.converters.lerobot import LeRobotDataset, feature_names
+from rayform.errors import InvalidInput
+
+V30 = "lerobot_v30_so101_ros2_example"
+V21 = "lerobot_v21_unitree_g1_subset"
+
+
+def test_v30_every_episode_with_exact_counts_and_timestamps(real_data):
+    import pyarrow.parquet as pq
+
+    ds = LeRobotDataset(real_data / V30)
+    episodes = ds.select()
+    assert [e.index for e in episodes] == list(range(6)) and sum(e.length for e in episodes) == 1782
+    rows = pq.read_table(real_data / V30 / "data/chunk-000/file-000.parquet").to_pydict()
+    name, streams, meta = ds.read_episode(episodes[1])
+    by = {s.name: s for s in streams}
+    n = episodes[1].length
+    assert set(by) == {"observation/state", "action/value", "wrist/rgb"}
+    assert len(by["wrist/rgb"].frames) == n and len(by["observation/state"].values) == n
+    start = episodes[0].length
+    np.testing.assert_array_equal(by["action/value"].values, np.asarray(rows["action"][start : start + n], np.float32))
+    recorded = np.asarray(rows["timestamp"][start : start + n], np.float64)
+    ts = by["observation/state"].timestamps
+    assert ts.dtype == np.int64 and ts[0] == 0 and ts[-1] == round((n - 1) * 1e9 / 30)
+    assert np.max(np.abs(ts / 1e9 - recorded)) < 1e-6  # no drift against the recorded clock
+    assert by["observation/state"].names == ["j0", "j1", "j2", "j3", "j4", "j5"]
+    assert meta["tasks"] == ["pick and place"] and meta["robot_type"] == "so101_follower"
+    assert by["wrist/rgb"].frames[0][:3] == b"\xff\xd8\xff"
+
+
+def test_v21_subset_is_an_error_by_default_and_converts_what_is_there(real_data):
+    ds = LeRobotDataset(real_data / V21)
+    with pytest.raises(InvalidInput, match="98 episode.*absent.*--allow-missing"):
+        ds.select()
+    episodes = ds.select(allow_missing=True)
+    assert [(e.index, e.length) for e in episodes] == [(1, 393), (2, 343)]
+    _, streams, meta = ds.read_episode(episodes[1])
+    by = {s.name: s for s in streams}
+    assert len(by["cam_high/rgb"].frames) == 343 and by["observation/state"].values.shape == (343, 26)
+    assert by["observation/state"].names[0] == "kLeftShoulderPitch" and len(by["observation/state"].names) == 26
+    assert meta["tasks"] == ["Pick up the yellow bottle on the table."]
+
+
+def test_names_in_every_shape_lerobot_writes():
+    assert feature_names({"shape": [2], "names": ["a", "b"]}) == ["a", "b"]
+    assert feature_names({"shape": [2], "names": [["a", "b"]]}) == ["a", "b"]
+    assert feature_names({"shape": [2], "names": {"motors": ["a", "b"]}}) == ["a", "b"]
+    assert feature_names({"shape": [3], "names": ["a", "b"]}) is None
+
+
+def test_a_declared_video_that_is_missing_is_one_clear_error(real_data, tmp_path):
+    copy = tmp_path / V30
+    shutil.copytree(real_data / V30, copy)
+    (copy / "videos/observation.images.wrist/chunk-000/file-000.mp4").unlink()
+    with pytest.raises(InvalidInput, match="6 episode.*absent.*videos/observation.images.wrist"):
+        LeRobotDataset(copy).select()
+
+
+def test_a_truncated_video_fails_cleanly_and_leaves_the_store_as_it_was(real_data, tmp_path, client):
+    copy = tmp_path / V30
+    shutil.copytree(real_data / V30, copy)
+    before = ingest(client, "lerobot", [real_data / V21], "g1", options={"allow_missing": True}, progress=False)
+    video = copy / "videos/observation.images.wrist/chunk-000/file-000.mp4"
+    video.write_bytes(video.read_bytes()[: video.stat().st_size // 2])
+    with pytest.raises(InvalidInput, match="file-000.mp4"):
+        ingest(client, "lerobot", [copy], "so101", progress=False)
+    assert client.segments.list() == sorted(before.segments, key=lambda r: (r.site, r.name))
+
+
+def test_converted_lerobot_packs_and_loads(real_data, client):
+    report = ingest(client, "lerobot", [real_data / V30], "so101", slice_name="so101", progress=False)
+    assert len(report.segments) == 6
+    ds = rayform.torch.EpisodeDataset(report.slice, obs=["wrist/rgb", "observation/state"], action="action/value",
+                                      fps=15, horizon=8)
+    x = ds[10]
+    assert x["wrist/rgb"].shape == (3, 360, 640) and x["action"].shape == (8, 6)
+    assert len(ds) == sum(-(-e.length // 2) for e in LeRobotDataset(real_data / V30).select())
