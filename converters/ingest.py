@@ -47,7 +47,13 @@ def _renamed(episodes: Episodes, mapping: Mapping[str, str | None] | None) -> Ep
         yield name, streams, meta
 
 
-FORMATS: dict[str, Callable[[Path, Mapping[str, Any]], Episodes]] = {"lerobot": _lerobot, "hdf5": _hdf5}
+def _ros(path: Path, options: Mapping[str, Any]) -> Episodes:
+    from rayform.converters.rosbag import read_bag
+
+    yield read_bag(path, options.get("mapping"), options.get("stamp", "header"), options.get("joints"))
+
+
+FORMATS: dict[str, Callable[[Path, Mapping[str, Any]], Episodes]] = {"lerobot": _lerobot, "hdf5": _hdf5, "ros": _ros}
 
 
 @dataclass
@@ -133,4 +139,12 @@ def describe(fmt: str, path: str | os.PathLike) -> list[str]:
                     lines.append(f"  /{name:40} {str(obj.shape):18} {obj.dtype}")
             f.visititems(visit)
         return lines
+    if fmt == "ros":
+        from rayform.converters.rosbag import describe_bag
+
+        return describe_bag(path)
+    if fmt == "ros":
+        from rayform.converters.rosbag import describe_bag
+
+        return describe_bag(path)
     raise InvalidInput(f"format {fmt!r}: one of {', '.join(sorted(FORMATS))}")

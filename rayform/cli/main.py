@@ -58,8 +58,8 @@ def _parser() -> argparse.ArgumentParser:
     pk.add_argument("--force", action="store_true", help="pack again even if this pack exists")
     pk.set_defaults(run=c.pack)
 
-    ing = sub.add_parser("ingest", help="convert recordings (lerobot, hdf5) into segments; prints their ids")
-    ing.add_argument("format", choices=["lerobot", "hdf5"])
+    ing = sub.add_parser("ingest", help="convert recordings (ros, lerobot, hdf5) into segments; prints their ids")
+    ing.add_argument("format", choices=["ros", "lerobot", "hdf5"])
     ing.add_argument("paths", nargs="+", metavar="PATH")
     ing.add_argument("--site", help="the site the recordings come from (required unless --list)")
     ing.add_argument("--map", action="append", default=[], metavar="SOURCE=STREAM",
@@ -68,6 +68,9 @@ def _parser() -> argparse.ArgumentParser:
     ing.add_argument("--slice", help="also make a slice of what was ingested, with this name")
     ing.add_argument("--allow-missing", action="store_true", help="convert the episodes present even if the meta lists more")
     ing.add_argument("--fps", type=float, help="frame rate where the source does not record one (hdf5)")
+    ing.add_argument("--stamp", choices=["header", "log"], default="header",
+                     help="ros: the header stamp when set (default), or always the log time")
+    ing.add_argument("--joints", help="ros: comma-separated joint names, in the order wanted")
     ing.add_argument("--workers", type=int, help="sources converted at once (default: all cores)")
     ing.add_argument("--list", action="store_true", help="show what each source holds; convert nothing")
     ing.set_defaults(run=c.ingest)

@@ -1,0 +1,160 @@
+"""ROS 1 / ROS 2 bags and MCAP: the real recordings of ../shared/data/real, and bags written
+here with rosbags' own writers (images and joint states at different rates)."""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+
+import rayform
+from rayform.converters.ingest import ingest
+from rayform.converters.rosbag import describe_bag, read_bag
+from rayform.errors import InvalidInput
+
+
+def _reader_counts(path):
+    from rosbags.highlevel import AnyReader
+    from rosbags.typesys import Stores, get_typestore
+
+    with AnyReader([path], default_typestore=get_typestore(Stores.ROS2_HUMBLE)) as r:
+        return {c.topic: c.msgcount for c in r.connections}
+
+
+def test_compressed_image_kept_as_recorded_and_camera_info_as_metadata(real_data):
+    from rosbags.highlevel import AnyReader
+
+    path = real_data / "fiducials/aruco_images.bag"
+    name, streams, meta = read_bag(path)
+    [image] = [s for s in streams if s.name == "raspicam_node/image/compressed"]
+    with AnyReader([path]) as r:
+        [conn] = [c for c in r.connections if c.msgtype == "sensor_msgs/msg/CompressedImage"]
+        [(_, _, raw)] = list(r.messages(connections=[conn]))
+        recorded = bytes(r.deserialize(raw, conn.msgtype).data)
+    assert image.frames == [recorded] and len(recorded) == 593_883
+    assert meta["camera_info"]["/raspicam_node/camera_info"]["width"] == 1280
+
+
+def test_old_ros1_definitions_fall_back_to_the_noetic_typestore(real_data):
+    _, streams, _ = read_bag(real_data / "robot_state_publisher/joint_states_indexed.bag")
+    by = {s.name: s for s in streams}
+    assert set(by) == {"joint_states/position", "joint_states/velocity", "joint_states/effort"}
+    pos = by["joint_states/position"]
+    assert pos.values.shape == (1598, 42) and len(pos.names) == 42
+    assert 290e9 < pos.timestamps[0] < 292e9  # header stamps (sim clock), not log times
+
+
+def test_mcap_odometry_and_tf_counts_match_the_reader(real_data):
+    path = real_data / "evo/nav2_turtlebot.mcap"
+    counts = _reader_counts(path)
+    _, streams, _ = read_bag(path)
+    by = {s.name: s for s in streams}
+    assert len(by["odom"].timestamps) == counts["/odom"] == 2639
+    assert len(by["amcl_pose"].timestamps) == counts["/amcl_pose"] == 135
+    assert by["odom"].frame == "ros" and by["odom"].values.shape == (2639, 7)
+    assert any(name.startswith("tf/") for name in by)
+
+
+def test_ros1_and_ros2_copies_of_one_recording_convert_equally(real_data):
+    _, ros1, _ = read_bag(real_data / "evo/tf_example.bag")
+    _, ros2, _ = read_bag(real_data / "evo/tf_example_ros2")
+    a, b = ({s.name: s for s in x} for x in (ros1, ros2))
+    assert set(a) == set(b) and "tf/odom/base_footprint" in a
+    for name in a:
+        np.testing.assert_array_equal(a[name].timestamps, b[name].timestamps)
+        np.testing.assert_allclose(a[name].values, b[name].values)
+
+
+def test_pose_stamped_counts(real_data):
+    _, streams, _ = read_bag(real_data / "evo/ROS_example.bag")
+    assert {s.name: len(s.timestamps) for s in streams} == {"groundtruth": 12765, "ORB-SLAM": 8362, "S-PTAM": 5439}
+
+
+def test_a_bag_without_type_definitions_fails_with_one_clear_error(real_data):
+    # its types (test_msgs) are in no typestore and none of them is one rayform converts
+    with pytest.raises(InvalidInput, match="convert_b_sqlite3: no message .* c_strings \\(test_msgs/msg/Strings\\)"):
+        read_bag(real_data / "rosbag2/convert_b_sqlite3")
+
+
+def test_a_bag_with_nothing_convertible_says_so(real_data):
+    with pytest.raises(InvalidInput, match="no message of a type rayform converts"):
+        read_bag(real_data / "rosbag2/cdr_test_mcap")
+
+
+def test_listing_shows_topics_types_counts_and_rates(real_data):
+    lines = describe_bag(real_data / "jsk_pr2eus/pr1040_camera_info.bag")
+    assert "9.770 s, 806 messages" in lines[0]
+    assert any("/kinect_head/rgb/camera_info" in line and "295" in line for line in lines)
+
+
+def _write_ros2_bag(path, image_hz=10, joint_hz=50, seconds=2):
+    from rosbags.rosbag2 import Writer
+    from rosbags.typesys import Stores, get_typestore
+
+    store = get_typestore(Stores.ROS2_HUMBLE)
+    Image = store.types["sensor_msgs/msg/Image"]
+    JointState = store.types["sensor_msgs/msg/JointState"]
+    Header = store.types["std_msgs/msg/Header"]
+    Time = store.types["builtin_interfaces/msg/Time"]
+    frames, joints = [], []
+    with Writer(path, version=8) as w:
+        cam = w.add_connection("/cam/image_raw", Image.__msgtype__, typestore=store)
+        js = w.add_connection("/joint_states", JointState.__msgtype__, typestore=store)
+        for i in range(seconds * joint_hz):
+            t = 1_000_000_000 + i * (1_000_000_000 // joint_hz)
+            q = np.array([i * 0.01, -i * 0.02], np.float64)
+            joints.append((t, q))
+            msg = JointState(header=Header(stamp=Time(sec=t // 10**9, nanosec=t % 10**9), frame_id=""),
+                             name=["b", "a"], position=q, velocity=q * 2, effort=np.array([], np.float64))
+            w.write(js, t, store.serialize_cdr(msg, JointState.__msgtype__))
+            if i % (joint_hz // image_hz) == 0:
+                rgb = np.full((6, 8, 3), i % 255, np.uint8)
+                rgb[..., 0] = 200
+                frames.append((t, rgb))
+                bgr = rgb[..., ::-1].copy()
+                img = Image(header=Header(stamp=Time(sec=t // 10**9, nanosec=t % 10**9), frame_id="cam"),
+                            height=6, width=8, encoding="bgr8", is_bigendian=0, step=24, data=bgr.reshape(-1))
+                w.write(cam, t + 3_000_000, store.serialize_cdr(img, Image.__msgtype__))
+    return frames, joints
+
+
+def test_written_bag_with_images_and_joints_at_different_rates(tmp_path, client):
+    frames, joints = _write_ros2_bag(tmp_path / "bag")
+    _, streams, _ = read_bag(tmp_path / "bag", joints=["a", "b"])
+    by = {s.name: s for s in streams}
+    assert set(by) == {"cam/image_raw", "joint_states/position", "joint_states/velocity"}  # effort is empty
+    np.testing.assert_array_equal(by["cam/image_raw"].frames, np.stack([f for _, f in frames]))  # bgr8 -> rgb
+    assert by["cam/image_raw"].timestamps.tolist() == [t for t, _ in frames]  # header stamp, not log time
+    np.testing.assert_array_equal(by["joint_states/position"].values, np.stack([q[::-1] for _, q in joints]))
+    assert by["joint_states/position"].names == ["a", "b"]
+
+    report = ingest(client, "ros", [tmp_path / "bag"], "lab", options={"joints": ["a", "b"]}, slice_name="bag",
+                    progress=False)
+    ds = rayform.torch.EpisodeDataset(report.slice, obs=["cam/image_raw", "joint_states/position"],
+                                      action="joint_states/position_delta", fps=10, horizon=4)
+    x = ds[0]
+    assert x["cam/image_raw"].shape == (3, 6, 8) and x["action"].shape == (4, 2)
+
+
+def test_a_truncated_bag_fails_cleanly_and_stores_nothing(real_data, tmp_path, client):
+    cut = tmp_path / "cut.bag"
+    data = (real_data / "evo/ROS_example.bag").read_bytes()
+    cut.write_bytes(data[: len(data) // 3])
+    with pytest.raises(InvalidInput, match="cut.bag"):
+        ingest(client, "ros", [cut], "lab", progress=False)
+    assert client.segments.list() == []
+
+
+def test_a_truncated_mcap_fails_cleanly(real_data, tmp_path):
+    cut = tmp_path / "cut.mcap"
+    data = (real_data / "evo/nav2_turtlebot.mcap").read_bytes()
+    cut.write_bytes(data[: len(data) // 2])
+    with pytest.raises(InvalidInput, match="cut.mcap"):
+        read_bag(cut)
+
+
+def test_talker_with_qos_quirk_is_clear(real_data, tmp_path):
+    shutil.copytree(real_data / "rosbag2/talker_sqlite3", tmp_path / "talker")
+    with pytest.raises(InvalidInput, match="talker"):
+        read_bag(tmp_path / "talker")
