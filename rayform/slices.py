@@ -12,7 +12,7 @@ from typing import Any, Union
 
 from rayform.errors import InvalidInput, NotFound, OfflineError, SliceNotFound
 from rayform.segments import Segment, SegmentRef, Segments, check_site
-from rayform.store import Store, StoreRef, canonical_json, sha256_hex
+from rayform.store import Store, StoreRef
 
 SLICE_FORMAT = "rayform.slice/1"
 ID_HEX = 8
@@ -180,6 +180,3 @@ class Slices:
                 return slice_id
         raise AssertionError("unreachable: a full digest cannot collide with another")
 
-
-def slice_digest(manifest: Mapping[str, Any]) -> str:
-    return sha256_hex(canonical_json(manifest))

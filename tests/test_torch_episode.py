@@ -173,9 +173,9 @@ def test_a_missing_pack_is_made_once_by_a_single_process(demo_client, caplog):
 
 def test_a_missing_pack_on_a_read_only_store_names_the_command(demo_client, monkeypatch):
     client, s = demo_client
-    import rayform.torch.episode as episode
+    import rayform.torch.packsource as packsource
 
-    monkeypatch.setattr(episode, "_writable", lambda store: False)
+    monkeypatch.setattr(packsource, "_writable", lambda store: False)
     with pytest.raises(PackNotFound, match=f"rayform pack {s.id} --fps 15"):
         _dataset(s)
 

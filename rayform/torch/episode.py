@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import os
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -12,19 +11,13 @@ import torch
 from torch.utils.data import Dataset
 
 from rayform.cache import ShardCache
-from rayform.errors import NotFound, OfflineError
-from rayform.pack import Pack
 from rayform.reader import PackReader
 from rayform.sample import SampleBuilder, SampleSpec, obs_list
 from rayform.shuffle import Permutation
 from rayform.slices import Slice
-from rayform.store import Store
 from rayform.torch.batch import BatchBuffer, Sample
+from rayform.torch.packsource import pack_for, store_for
 from rayform.torch.tensors import to_torch
-from rayform.torch.world import World
-
-log = logging.getLogger("rayform")
-
 
 class EpisodeDataset(Dataset):
     """Time-aligned samples of a slice, served from its pack at ``fps``.
@@ -59,10 +52,10 @@ class EpisodeDataset(Dataset):
         cache: ShardCache | str | os.PathLike | None = None,
         transform: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
     ):
-        store = _store_for(slice_, cache)
+        store = store_for(slice_, cache)
         spec = SampleSpec(obs_list(obs), action, int(horizon), frame)
         self.slice_id = slice_.id
-        self.pack = _pack_for(slice_, store, fps, spec)
+        self.pack = pack_for(slice_, store, fps, spec)
         self.builder = SampleBuilder(self.pack, spec)
         self.layout = self.builder.layout()
         self._image_keys = {s.name for s in self.builder.images}
@@ -112,38 +105,3 @@ class EpisodeDataset(Dataset):
         state = dict(self.__dict__)
         state["_perm"] = None
         return state
-
-
-def _store_for(slice_: Slice, cache: ShardCache | str | os.PathLike | None) -> Store:
-    if cache is None:
-        return slice_.store
-    cache = cache if isinstance(cache, ShardCache) else ShardCache(cache)
-    ref = slice_.store_ref
-    return Store(ref.url, ref.storage_options, cache)
-
-
-def _pack_for(slice_: Slice, store: Store, fps: float, spec: SampleSpec) -> Pack:
-    from rayform.pack import Packs, PackSpec
-
-    packs = Packs(store)
-    try:
-        return packs.find(slice_.id, fps, spec.streams(), spec.horizon if spec.action else 0)
-    except OfflineError as e:
-        raise OfflineError(
-            f"{slice_.id}: its pack at {fps:g} fps is not in the cache and RAYFORM_OFFLINE=1. "
-            f"Run: rayform pull {slice_.id} --fps {fps:g}"
-        ) from e
-    except NotFound as e:
-        world = World.detect()
-        if world.world_size > 1 or world.num_workers > 0 or not _writable(store):
-            raise
-        log.warning("rayform: %s has no pack at %g fps; packing it now into %s", slice_.id, fps, store.display)
-        slice_on_store = Slice(store, slice_.id, slice_.digest, slice_.manifest())
-        # In this process only: a pool would re-import the user's (often unguarded) script.
-        return packs.create(slice_on_store, PackSpec(fps=fps, max_horizon=max(16, spec.horizon)), workers=1)
-
-
-def _writable(store: Store) -> bool:
-    if store.is_local:
-        return os.access(store.root, os.W_OK)
-    return not store.offline

@@ -17,7 +17,7 @@ from rayform.sample import SampleBuilder, SampleSpec, obs_list
 from rayform.shardstream import Retry
 from rayform.slices import Slice
 from rayform.store import Store
-from rayform.torch.episode import _pack_for, _store_for
+from rayform.torch.packsource import pack_for, store_for
 from rayform.torch.batch import BatchBuffer, Sample, collate_samples, default_collate_fn_map
 from rayform.torch.tensors import to_torch
 from rayform.torch.world import World
@@ -85,10 +85,10 @@ class StreamingEpisodeDataset(IterableDataset):
             raise ValueError(f"batch_size {batch_size}: must be at least 1")
         if equalize not in partition.EQUALIZE:
             raise ValueError(f"equalize {equalize!r}: one of {partition.EQUALIZE}")
-        store = _store_for(slice_, cache)
+        store = store_for(slice_, cache)
         spec = SampleSpec(obs_list(obs), action, int(horizon), frame)
         self.slice_id = slice_.id
-        self.pack = _pack_for(slice_, store, fps, spec)
+        self.pack = pack_for(slice_, store, fps, spec)
         self.builder = SampleBuilder(self.pack, spec)
         self.shuffle = shuffle or ShuffleConfig(seed=seed)
         self.equalize = equalize
