@@ -37,6 +37,14 @@ class Retry:
         return min(self.max_backoff_s, self.backoff_s * (2**attempt))
 
 
+def local_copy(store: Store, digest: str) -> Path | None:
+    """A verified local file of the blob (a local store's own, or the cache's), else None."""
+    path = store.cache.blob_path(digest) if store.cache is not None else Path(store.blob_path(digest))
+    if path.is_file() and verify_once(path, digest):
+        return path
+    return None
+
+
 class ShardStream:
     """A read-only file object over one shard (what webdataset's tar iterator reads)."""
 
@@ -50,13 +58,14 @@ class ShardStream:
         self._out: IO[bytes] | None = None
         self.from_cache = False
         cache = store.cache
-        local = cache.blob_path(digest) if cache is not None else Path(store.blob_path(digest))
-        if (cache is None or local.is_file()) and verify_once(local, digest):
+        local = local_copy(store, digest)
+        if local is not None:
             self._src = open(local, "rb")
             self.from_cache = True
         elif cache is None:
             raise IntegrityError(f"{what} ({digest[:16]}) in {store.display}: its bytes do not match its name")
         else:
+            local = cache.blob_path(digest)
             if store.offline:
                 raise OfflineError(f"{what} ({digest[:16]}): not in the cache {cache.root}")
             self._hash = hashlib.sha256()

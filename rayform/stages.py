@@ -1,8 +1,10 @@
 """Streaming stages: generators ``stage(src, ...) -> Iterator`` composed with webdataset's own
 tar iteration, grouping and shuffle stages into the streaming dataset's pipeline::
 
-    runs ─▶ shard_sources ─▶ wds tar_file_expander ─▶ wds group_by_keys ─▶ select_runs
-         ─▶ wds shuffle(rng seeded by seed, epoch, rank, worker) ─▶ skip ─▶ build
+    runs ─▶ run_samples ─▶ wds shuffle(rng seeded by seed, epoch, rank, worker) ─▶ skip ─▶ build
+
+    run_samples, per run: a verified local copy ─▶ samples by offset (PackReader), or
+                          shard_sources ─▶ wds tar_file_expander ─▶ wds group_by_keys ─▶ select_runs
 """
 
 from __future__ import annotations
@@ -15,7 +17,8 @@ import numpy as np
 
 from rayform.pack.manifest import Pack
 from rayform.partition import Run
-from rayform.shardstream import Retry, open_shard
+from rayform.reader import PackReader
+from rayform.shardstream import Retry, local_copy, open_shard
 from rayform.store import Store
 
 
@@ -36,6 +39,28 @@ def shard_sources(runs: list[Run], pack: Pack, store: Store, retry: Retry = Retr
             stream.abort()
             raise
         stream.finish()
+
+
+def run_samples(runs: list[Run], pack: Pack, store: Store, reader: PackReader, retry: Retry = Retry()
+                ) -> Iterator[dict[str, Any]]:
+    """Each run's raw samples, in order: from a verified local copy by offset (the index
+    says where every member is, so no tar is parsed), else streamed from the store through
+    webdataset's tar iteration and grouping, into the cache."""
+    import webdataset as wds
+
+    first_row = np.concatenate([[0], np.cumsum([s.samples for s in pack.shards])])
+    for n, run in enumerate(runs):
+        digest = pack.shards[run.shard].sha256
+        if local_copy(store, digest) is not None:
+            base = int(first_row[run.shard])
+            for key, raw in reader.raw_many(range(base + run.first, base + run.stop)):
+                raw["__key__"], raw["__url__"] = key, f"{digest}#{n}"
+                yield raw
+            continue
+        src = shard_sources([run], pack, store, retry)
+        src = wds.tariterators.tar_file_expander(src)
+        src = wds.tariterators.group_by_keys(src, lcase=False)
+        yield from select_runs(src, [run])
 
 
 def select_runs(samples: Iterable[dict[str, Any]], runs: list[Run]) -> Iterator[dict[str, Any]]:
