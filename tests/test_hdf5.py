@@ -88,3 +88,18 @@ def test_a_truncated_hdf5_fails_cleanly_and_stores_nothing(tmp_path, client):
     with pytest.raises(InvalidInput, match="cut.hdf5"):
         ingest(client, "hdf5", [tmp_path / "cut.hdf5"], "lab", options={"fps": 50}, progress=False)
     assert client.segments.list() == []
+
+
+def test_converted_aloha_packs_and_loads(tmp_path, client):
+    import rayform
+
+    _, qpos, _ = _aloha(tmp_path / "ep.hdf5", True)
+    report = ingest(client, "hdf5", [tmp_path / "ep.hdf5"], "aloha", options={"fps": 50}, slice_name="aloha",
+                    progress=False)
+    ds = rayform.torch.EpisodeDataset(report.slice, obs=["cam_high/rgb", "joints/position"], action="action/value",
+                                      fps=25, horizon=2)
+    xs = [ds[i] for i in range(len(ds))]
+    first = min(xs, key=lambda s: int(s["t_ns"]))
+    assert first["cam_high/rgb"].shape == (3, 24, 32)
+    np.testing.assert_allclose(first["joints/position"].numpy(), qpos[0])
+    np.testing.assert_allclose(first["action"].numpy(), qpos[[2, 4]] + 1, atol=1e-6)  # 25 fps = every 2nd 50 Hz frame

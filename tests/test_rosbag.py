@@ -158,3 +158,85 @@ def test_talker_with_qos_quirk_is_clear(real_data, tmp_path):
     shutil.copytree(real_data / "rosbag2/talker_sqlite3", tmp_path / "talker")
     with pytest.raises(InvalidInput, match="talker"):
         read_bag(tmp_path / "talker")
+
+
+JOINT_STATE_MSGDEF = """std_msgs/Header header
+string[] name
+float64[] position
+float64[] velocity
+float64[] effort
+================================================================================
+MSG: std_msgs/Header
+builtin_interfaces/Time stamp
+string frame_id
+================================================================================
+MSG: builtin_interfaces/Time
+int32 sec
+uint32 nanosec
+"""
+
+
+def test_mcap_written_by_mcaps_ros2_writer(tmp_path):
+    from mcap_ros2.writer import Writer
+
+    path = tmp_path / "joints.mcap"
+    with open(path, "wb") as f:
+        w = Writer(f)
+        schema = w.register_msgdef("sensor_msgs/msg/JointState", JOINT_STATE_MSGDEF)
+        for i in range(30):
+            t = 5_000_000_000 + i * 10_000_000
+            w.write_message("/arm/joint_states", schema, {
+                "header": {"stamp": {"sec": t // 10**9, "nanosec": t % 10**9}, "frame_id": ""},
+                "name": ["j1", "j2", "j3"], "position": [i * 0.1, i * 0.2, -i * 0.1],
+                "velocity": [], "effort": [1.0, 2.0, 3.0]}, log_time=t + 777, publish_time=t)
+        w.finish()
+    _, streams, _ = read_bag(path)
+    by = {s.name: s for s in streams}
+    assert set(by) == {"arm/joint_states/position", "arm/joint_states/effort"}
+    pos = by["arm/joint_states/position"]
+    assert pos.timestamps[3] == 5_030_000_000  # header stamp, not the log time
+    np.testing.assert_allclose(pos.values[10], [1.0, 2.0, -1.0])
+    _, log_streams, _ = read_bag(path, stamp="log")
+    assert log_streams[0].timestamps[0] == 5_000_000_777
+
+
+def test_ros1_bag_written_by_rosbags_with_compressed_images_and_odometry(tmp_path, client):
+    from rosbags.rosbag1 import Writer
+    from rosbags.typesys import Stores, get_typestore
+
+    from rayform import imagecodec
+
+    store = get_typestore(Stores.ROS1_NOETIC)
+    T = store.types
+    Time, Header = T["builtin_interfaces/msg/Time"], T["std_msgs/msg/Header"]
+    jpegs = [imagecodec.encode_jpeg(np.full((8, 8, 3), 20 * i, np.uint8)) for i in range(6)]
+    path = tmp_path / "run.bag"
+    with Writer(path) as w:
+        cam = w.add_connection("/cam/compressed", "sensor_msgs/msg/CompressedImage", typestore=store)
+        odom = w.add_connection("/odom", "nav_msgs/msg/Odometry", typestore=store)
+        for i in range(30):
+            t = 10**9 + i * 20_000_000
+            h = Header(seq=i, stamp=Time(sec=t // 10**9, nanosec=t % 10**9), frame_id="odom")
+            pose = T["geometry_msgs/msg/PoseWithCovariance"](
+                pose=T["geometry_msgs/msg/Pose"](position=T["geometry_msgs/msg/Point"](x=i * 0.1, y=0.0, z=0.0),
+                                                 orientation=T["geometry_msgs/msg/Quaternion"](x=0.0, y=0.0, z=0.0, w=1.0)),
+                covariance=np.zeros(36))
+            twist = T["geometry_msgs/msg/TwistWithCovariance"](
+                twist=T["geometry_msgs/msg/Twist"](linear=T["geometry_msgs/msg/Vector3"](x=0.0, y=0.0, z=0.0),
+                                                   angular=T["geometry_msgs/msg/Vector3"](x=0.0, y=0.0, z=0.0)),
+                covariance=np.zeros(36))
+            msg = T["nav_msgs/msg/Odometry"](header=h, child_frame_id="base", pose=pose, twist=twist)
+            w.write(odom, t, store.serialize_ros1(msg, "nav_msgs/msg/Odometry"))
+            if i % 5 == 0:
+                img = T["sensor_msgs/msg/CompressedImage"](header=h, format="jpeg",
+                                                           data=np.frombuffer(jpegs[i // 5], np.uint8))
+                w.write(cam, t, store.serialize_ros1(img, "sensor_msgs/msg/CompressedImage"))
+    _, streams, _ = read_bag(path)
+    by = {s.name: s for s in streams}
+    assert by["cam/compressed"].frames == jpegs
+    np.testing.assert_allclose(by["odom"].values[:, 0], np.arange(30) * 0.1)
+    report = ingest(client, "ros", [path], "lab", slice_name="run", progress=False)
+    ds = rayform.torch.EpisodeDataset(report.slice, obs=["cam/compressed", "odom"], action="odom", fps=10, horizon=2)
+    x = ds[0]
+    assert x["cam/compressed"].shape == (3, 8, 8) and x["action"].shape == (2, 7)
+    np.testing.assert_allclose(x["action"][:, 0].numpy(), x["odom"][0].item() + np.array([0.5, 1.0]), atol=1e-5)  # 5 m/s at 10 fps
