@@ -90,7 +90,7 @@ class ShardCache:
         if path.is_file():
             if verify_once(path, digest):
                 return path
-            _unlink(path)  # a bad copy is never used: drop it and fetch again
+            unlink_if_present(path)  # a bad copy is never used: drop it and fetch again
         self.fetch(store, digest, on_bytes)
         return path
 
@@ -115,7 +115,7 @@ class ShardCache:
             os.chmod(tmp, 0o644)
             os.replace(tmp, path)
         except BaseException:
-            _unlink(Path(tmp))
+            unlink_if_present(tmp)
             raise
         _VERIFIED[str(path)] = _stamp(path)
         return path
@@ -134,7 +134,7 @@ class ShardCache:
             os.chmod(tmp, 0o644)
             os.replace(tmp, path)
         except BaseException:
-            _unlink(Path(tmp))
+            unlink_if_present(tmp)
             raise
 
     def get_ref(self, store_id: str, key: str) -> Any | None:
@@ -179,8 +179,8 @@ class ShardCache:
         return n
 
 
-def _unlink(path: Path) -> None:
+def unlink_if_present(path: str | os.PathLike) -> None:
     try:
-        path.unlink()
+        os.unlink(path)
     except FileNotFoundError:
         pass

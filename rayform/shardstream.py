@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from rayform.cache import verify_once
+from rayform.cache import unlink_if_present, verify_once
 from rayform.errors import IntegrityError, NotFound, OfflineError, RayformError, StoreError
 from rayform.store import Store
 
@@ -146,10 +146,7 @@ class ShardStream:
             self._out.close()
             self._out = None
         if self._tmp is not None:
-            try:
-                os.unlink(self._tmp)
-            except FileNotFoundError:
-                pass
+            unlink_if_present(self._tmp)
             self._tmp = None
         self.close()
 

@@ -27,7 +27,7 @@ from urllib.parse import urlsplit, urlunsplit
 import fsspec
 
 from rayform import config
-from rayform.cache import ShardCache, verify_once
+from rayform.cache import ShardCache, hash_file, unlink_if_present, verify_once
 from rayform.errors import BlobNotFound, IntegrityError, NotFound, OfflineError, StoreError
 
 CHUNK = 4 << 20
@@ -143,7 +143,7 @@ class Store:
 
     def put_blob_file(self, local_path: str | os.PathLike, digest: str | None = None) -> str:
         """Store a local file as a blob, streamed, hashing it unless ``digest`` is given."""
-        digest = digest or file_sha256(local_path)
+        digest = digest or hash_file(Path(local_path))
         path = self.blob_path(digest)
         if self._exists_for_write(path):
             return digest
@@ -156,7 +156,7 @@ class Store:
                 os.chmod(tmp, 0o644)
                 os.replace(tmp, path)
             except BaseException:
-                _unlink(tmp)
+                unlink_if_present(tmp)
                 raise
         elif self.protocol in _ATOMIC_PUT:
             self._wrap(self.fs.put_file, os.fspath(local_path), path)
@@ -302,7 +302,7 @@ class Store:
                 os.chmod(tmp, 0o644)  # mkstemp's 0600 would hide a shared store from other users
                 os.replace(tmp, path)
             except BaseException:
-                _unlink(tmp)
+                unlink_if_present(tmp)
                 raise
         elif self.protocol in _ATOMIC_PUT:
             self._wrap(self.fs.pipe_file, path, data)
@@ -318,25 +318,10 @@ class Store:
             raise StoreError(f"{self.display}: write failed ({e})") from e
 
 
-def file_sha256(path: str | os.PathLike) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(CHUNK):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def _copy_file(src: str | os.PathLike, dst: str) -> None:
     with open(src, "rb") as fi, open(dst, "wb") as fo:
         while chunk := fi.read(CHUNK):
             fo.write(chunk)
-
-
-def _unlink(path: str) -> None:
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass
 
 
 def _check_digest(digest: str) -> None:

@@ -8,6 +8,7 @@ written only here, so the shard bytes never depend on how many processes rendere
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import multiprocessing
 import os
@@ -47,7 +48,7 @@ def pack_slice(
     store = slice_.store
     segments = [slice_.segment(i) for i in range(len(slice_.segments))]
     streams = resolve_streams(segments, spec.streams)
-    spec = PackSpec(**{**spec.__dict__, "streams": streams})
+    spec = dataclasses.replace(spec, streams=streams)
     schema = _schema(segments, spec)
     plans = [plan_segment(i, seg, slice_.segments[i], spec) for i, seg in enumerate(segments)]
     total = sum(len(p.times) for p in plans)

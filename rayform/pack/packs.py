@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from concurrent.futures import Executor
 
 from rayform.errors import NotFound, PackNotFound
@@ -28,7 +29,7 @@ class Packs:
         """The pack made with exactly ``spec`` (streams resolved as packing resolves them)."""
         sid = slice_ if isinstance(slice_, str) else slice_.id
         for pack in self.list(sid):
-            if pack.spec == spec or (spec.streams is None and pack.spec == _with_streams(spec, pack.spec.streams)):
+            if pack.spec == spec or (spec.streams is None and pack.spec == dataclasses.replace(spec, streams=pack.spec.streams)):
                 return pack
         raise PackNotFound(f"{sid}: no pack at {spec.fps} fps with these parameters. Run: rayform pack {sid} --fps {spec.fps}")
 
@@ -63,7 +64,3 @@ class Packs:
             except NotFound:
                 pass
         return pack_slice(slice_, spec, executor=executor, workers=workers, progress=progress)
-
-
-def _with_streams(spec: PackSpec, streams) -> PackSpec:
-    return PackSpec(**{**spec.__dict__, "streams": streams})
