@@ -96,29 +96,16 @@ class ShardCache:
 
     def fetch(self, store: Store, digest: str, on_bytes: Callable[[int], Any] | None = None) -> Path:
         """Stream a blob from the store into the cache, hashing as it arrives."""
-        path = self.blob_path(digest)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".tmp-{digest[:8]}-")
-        h = hashlib.sha256()
+        arriving = CacheWriter(self.blob_path(digest), digest)
         try:
-            with os.fdopen(fd, "wb") as out, store.open_blob(digest) as src:
+            with store.open_blob(digest) as src:
                 while chunk := src.read(CHUNK):
-                    h.update(chunk)
-                    out.write(chunk)
+                    arriving.write(chunk)
                     if on_bytes:
                         on_bytes(len(chunk))
-            if h.hexdigest() != digest:
-                raise IntegrityError(
-                    f"blob {digest[:16]} from {store.display}: its bytes hash to {h.hexdigest()[:16]}. "
-                    "The store's copy is corrupt; nothing was cached"
-                )
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, path)
-        except BaseException:
-            unlink_if_present(tmp)
-            raise
-        _VERIFIED[str(path)] = _stamp(path)
-        return path
+            return arriving.commit(f"blob {digest[:16]} from {store.display}")
+        finally:
+            arriving.discard()
 
     # -- refs --------------------------------------------------------------------------
     def ref_path(self, store_id: str, key: str) -> Path:
@@ -177,6 +164,45 @@ class ShardCache:
             except FileNotFoundError:
                 pass
         return n
+
+
+class CacheWriter:
+    """A blob arriving in the cache: written under a unique temporary name beside its place,
+    hashed on the way, and renamed into place only if its bytes hash to its name."""
+
+    def __init__(self, path: Path, digest: str):
+        self.path, self.digest, self.bytes = path, digest, 0
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, self._tmp = tempfile.mkstemp(dir=path.parent, prefix=f".tmp-{digest[:8]}-")
+        self._out = os.fdopen(fd, "wb")
+        self._hash = hashlib.sha256()
+
+    def write(self, data: bytes) -> None:
+        self._hash.update(data)
+        self._out.write(data)
+        self.bytes += len(data)
+
+    def commit(self, what: str) -> Path:
+        """Put the copy in place (and count it verified), or raise naming ``what`` and keep nothing."""
+        self._out.close()
+        actual = self._hash.hexdigest()
+        if actual != self.digest:
+            self.discard()
+            raise IntegrityError(
+                f"{what}: its {self.bytes} bytes hash to {actual[:16]}. The store's copy is corrupt; it was not cached"
+            )
+        os.chmod(self._tmp, 0o644)
+        os.replace(self._tmp, self.path)
+        self._tmp = None
+        _VERIFIED[str(self.path)] = _stamp(self.path)
+        return self.path
+
+    def discard(self) -> None:
+        """Drop the partial copy (a no-op once committed)."""
+        self._out.close()
+        if self._tmp is not None:
+            unlink_if_present(self._tmp)
+            self._tmp = None
 
 
 def unlink_if_present(path: str | os.PathLike) -> None:

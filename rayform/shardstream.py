@@ -1,28 +1,31 @@
 """A shard as a stream: read from the cache if it is there, else from the store while
 writing it into the cache, hashed on the way and verified at the end.
 
+A fetcher thread reads the shard ahead of the reader (network, hashing and the cache write
+overlap decoding), with one streaming request where the store allows it (``objectread``).
 A dropped connection or a server error mid-shard is retried with exponential backoff and
 the read resumes at the byte where it stopped; when the retries run out it is one error
-naming the shard and the store. Bytes are yielded to the reader as they arrive, so the
-first samples of a shard are used before the shard has finished arriving; a shard whose
-bytes do not match its name raises at its end and is not kept.
+naming the shard and the store. Bytes reach the reader as they arrive, so the first
+samples of a shard are used before the shard has finished arriving; a shard whose bytes
+do not match its name raises at its end and is not kept.
 """
 
 from __future__ import annotations
 
-import hashlib
-import os
-import tempfile
-import time
+import queue
+import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
 
-from rayform.cache import unlink_if_present, verify_once
+from rayform import objectread
+from rayform.cache import CacheWriter, verify_once
 from rayform.errors import IntegrityError, NotFound, OfflineError, RayformError, StoreError
 from rayform.store import Store
 
-STREAM_BLOCK = 8 << 20  # ranged reads of 8 MiB: few requests a shard, and the first samples come early
+STREAM_CHUNK = 1 << 20  # what the fetcher hands the reader at a time: the first samples come early
+READ_AHEAD = 16  # chunks fetched ahead of the reader: 16 MiB a stream, so I/O overlaps decoding
+STREAM_BLOCK = 8 << 20  # ranged block size where the store is read through fsspec file objects
+_JOIN_S = 10.0  # how long closing waits for the fetcher to notice (it drops its own partial copy)
 
 
 @dataclass(frozen=True)
@@ -46,116 +49,153 @@ def local_copy(store: Store, digest: str) -> Path | None:
 
 
 class ShardStream:
-    """A read-only file object over one shard (what webdataset's tar iterator reads)."""
+    """A read-only file object over one shard, read front to back (``PackReader.stream_many``
+    cuts its samples out as it arrives).
+
+    From the cache it is the local file. From the store, a fetcher thread reads the shard
+    front to back (one streaming request where the store allows it), tees it into the
+    cache and hands it over in chunks up to ``READ_AHEAD`` ahead of the reader, so
+    network, hashing and cache writes overlap the reader's decoding. ``pos`` is where the
+    reader is, ``fetched`` how far the fetcher got.
+    """
 
     def __init__(self, store: Store, digest: str, size: int, what: str, retry: Retry = Retry()):
         self.store, self.digest, self.size, self.what, self.retry = store, digest, size, what, retry
-        self.pos = 0
+        self.pos = self.fetched = 0
         self.failures = 0  # reads that failed and were resumed
-        self._src: IO[bytes] | None = None
-        self._hash: hashlib._Hash | None = None
-        self._tmp: str | None = None
-        self._out: IO[bytes] | None = None
         self.from_cache = False
-        cache = store.cache
+        self._file = None
+        self._fetcher: threading.Thread | None = None
         local = local_copy(store, digest)
         if local is not None:
-            self._src = open(local, "rb")
+            self._file = open(local, "rb")
             self.from_cache = True
-        elif cache is None:
+            return
+        if store.cache is None:
             raise IntegrityError(f"{what} ({digest[:16]}) in {store.display}: its bytes do not match its name")
-        else:
-            local = cache.blob_path(digest)
-            if store.offline:
-                raise OfflineError(f"{what} ({digest[:16]}): not in the cache {cache.root}")
-            self._hash = hashlib.sha256()
-            local.parent.mkdir(parents=True, exist_ok=True)
-            fd, self._tmp = tempfile.mkstemp(dir=local.parent, prefix=f".tmp-{digest[:8]}-")
-            self._out = os.fdopen(fd, "wb")
-            self._local = local
-            self._src = self._open_remote()
+        if store.offline:
+            raise OfflineError(f"{what} ({digest[:16]}): not in the cache {store.cache.root}")
+        self._arriving = CacheWriter(store.cache.blob_path(digest), digest)
+        self._chunks: queue.Queue = queue.Queue(maxsize=READ_AHEAD)
+        self._stop = threading.Event()
+        self._buf, self._off = b"", 0
+        self._done = False
+        self._verdict: IntegrityError | None = None
+        self._fetcher = threading.Thread(target=self._fetch, name=f"rayform-fetch-{digest[:8]}", daemon=True)
+        self._fetcher.start()
 
-    def _open_remote(self) -> IO[bytes]:
-        f = self.store.fs.open(self.store.blob_path(self.digest), "rb", block_size=STREAM_BLOCK)
-        if self.pos:
-            f.seek(self.pos)
-        return f
+    # -- the fetcher (its own thread) ------------------------------------------------------
+    def _open_remote(self) -> objectread.SequentialRead:
+        return objectread.open_at(self.store.fs, self.store.blob_path(self.digest), self.fetched, STREAM_BLOCK)
 
+    def _fetch(self) -> None:
+        """Read the shard into the cache and the queue; the last item is None (whole and
+        verified, now in the cache) or the error that ended it."""
+        src, attempt, last = None, 0, None
+        try:
+            while not self._stop.is_set():
+                try:
+                    if src is None and self.fetched >= self.size:
+                        data = b""  # failed after the last byte: nothing left to ask for
+                    else:
+                        if src is None:
+                            src = self._open_remote()
+                        data = src.read(STREAM_CHUNK)
+                        if not data and self.fetched < self.size:
+                            raise ConnectionError(f"the stream ended at byte {self.fetched} of {self.size}")
+                except RayformError:
+                    raise
+                except FileNotFoundError as e:
+                    raise NotFound(f"{self.what} ({self.digest[:16]}): not in {self.store.display}") from e
+                except Exception as e:  # a connection dropped, a 5xx: resume at the byte where it stopped
+                    self.failures += 1
+                    src = _close_quietly(src)
+                    if attempt >= self.retry.attempts:
+                        raise StoreError(
+                            f"{self.what} ({self.digest[:16]}) from {self.store.display}: reading failed at byte "
+                            f"{self.fetched} of {self.size} after {attempt + 1} tries ({type(e).__name__}: {e})"
+                        ) from e
+                    self._stop.wait(self.retry.delay(attempt))
+                    attempt += 1
+                    continue
+                if not data:
+                    self._arriving.commit(f"{self.what} ({self.digest[:16]}) from {self.store.display}")
+                    break
+                attempt = 0
+                self._arriving.write(data)
+                self.fetched += len(data)
+                self._put(data)
+        except BaseException as e:  # handed to the reader, never lost in this thread
+            last = e
+        finally:
+            _close_quietly(src)
+            self._arriving.discard()
+            self._put(last)
+
+    def _put(self, item: object) -> None:
+        while not self._stop.is_set():
+            try:
+                self._chunks.put(item, timeout=0.1)
+                return
+            except queue.Full:
+                continue
+
+    # -- the reader ------------------------------------------------------------------------
     def read(self, n: int = -1) -> bytes:
         if self.from_cache:
-            data = self._src.read(n)
+            data = self._file.read(n)
             self.pos += len(data)
             return data
-        attempt = 0
-        while True:
-            try:
-                data = self._src.read(n)
+        parts = []
+        while n != 0 and not self._done:
+            if self._off == len(self._buf):
+                item = self._chunks.get()
+                if isinstance(item, bytes):
+                    self._buf, self._off = item, 0
+                    continue
+                self._done = True
+                if isinstance(item, IntegrityError):
+                    self._verdict = item  # every byte was handed over: raised by finish()
+                elif item is not None:
+                    raise item
                 break
-            except (RayformError, KeyboardInterrupt):
-                raise
-            except Exception as e:  # a connection dropped, a 5xx: resume where it stopped
-                self.failures += 1
-                if attempt >= self.retry.attempts:
-                    self.abort()
-                    raise StoreError(
-                        f"{self.what} ({self.digest[:16]}) from {self.store.display}: reading failed at byte "
-                        f"{self.pos} of {self.size} after {attempt + 1} tries ({type(e).__name__}: {e})"
-                    ) from e
-                time.sleep(self.retry.delay(attempt))
-                attempt += 1
-                try:
-                    self._src.close()
-                except Exception:
-                    pass
-                try:
-                    self._src = self._open_remote()
-                except FileNotFoundError as nf:
-                    self.abort()
-                    raise NotFound(f"{self.what} ({self.digest[:16]}): not in {self.store.display}") from nf
-                except Exception:
-                    continue  # opening failed too: counts as a try, backs off again
+            take = len(self._buf) - self._off if n < 0 else min(n, len(self._buf) - self._off)
+            parts.append(self._buf if take == len(self._buf) else self._buf[self._off:self._off + take])
+            self._off += take
+            n -= take if n > 0 else 0
+        data = parts[0] if len(parts) == 1 else b"".join(parts)
         self.pos += len(data)
-        self._hash.update(data)
-        self._out.write(data)
         return data
 
     def finish(self) -> None:
-        """Read what is left, verify, and (if it came from the store) keep it in the cache."""
-        while self._src is not None and self.read(STREAM_BLOCK):
+        """Read what is left and verify it (from the store: it is then in the cache)."""
+        while self.read(STREAM_CHUNK):
             pass
-        if self.from_cache:
-            self.close()
-            return
-        actual = self._hash.hexdigest()
-        if actual != self.digest or self.pos != self.size:
-            self.abort()
-            raise IntegrityError(
-                f"{self.what} ({self.digest[:16]}) from {self.store.display}: its {self.pos} bytes hash to "
-                f"{actual[:16]}. The store's copy is corrupt; it was not cached"
-            )
-        self._out.close()
-        self._out = None
-        os.chmod(self._tmp, 0o644)
-        os.replace(self._tmp, self._local)
-        self._tmp = None
         self.close()
+        if self._verdict is not None:
+            raise self._verdict
 
     def abort(self) -> None:
-        """Drop what was written to the cache (a partial or bad shard is never kept)."""
-        if self._out is not None:
-            self._out.close()
-            self._out = None
-        if self._tmp is not None:
-            unlink_if_present(self._tmp)
-            self._tmp = None
+        """Stop fetching; a partial or bad shard is never kept (the fetcher drops its copy)."""
         self.close()
 
     def close(self) -> None:
-        if self._src is not None:
-            try:
-                self._src.close()
-            finally:
-                self._src = None
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+        if self._fetcher is not None:
+            self._stop.set()
+            self._fetcher.join(_JOIN_S)
+            self._fetcher = None
+
+
+def _close_quietly(src: objectread.SequentialRead | None) -> None:
+    if src is not None:
+        try:
+            src.close()
+        except Exception:
+            pass
+    return None
 
 
 def open_shard(store: Store, digest: str, size: int, what: str, slice_id: str, fps: float,

@@ -1,10 +1,16 @@
-"""Streaming stages: generators ``stage(src, ...) -> Iterator`` composed with webdataset's own
-tar iteration, grouping and shuffle stages into the streaming dataset's pipeline::
+"""Streaming stages: generators ``stage(src, ...) -> Iterator`` composed with webdataset's
+shuffle stage into the streaming dataset's pipeline::
 
     runs ─▶ run_samples ─▶ wds shuffle(rng seeded by seed, epoch, rank, worker) ─▶ skip ─▶ build
 
-    run_samples, per run: a verified local copy ─▶ samples by offset (PackReader), or
-                          shard_sources ─▶ wds tar_file_expander ─▶ wds group_by_keys ─▶ select_runs
+    run_samples, per run: a verified local copy ─▶ samples by offset (PackReader.raw_many), or
+                          the shard arriving from the store (ShardStream, teed into the cache)
+                          ─▶ samples cut by offset as it arrives (PackReader.stream_many)
+
+Both give the same raw samples (the same keys, the same member views), so one builder makes
+every sample. The pack's index says where every member is, so no tar header is parsed: the
+tar layout is for every other reader (``webdataset.WebDataset`` reads a pack's shards as
+they are, and a test checks both agree).
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ import numpy as np
 from rayform.pack.manifest import Pack
 from rayform.partition import Run
 from rayform.reader import PackReader
-from rayform.shardstream import Retry, local_copy, open_shard
+from rayform.shardstream import Retry, ShardStream, local_copy, open_shard
 from rayform.store import Store
 
 
@@ -28,52 +34,53 @@ def reader_rng(seed: int, epoch: int, rank: int, worker: int) -> random.Random:
     return random.Random(int(state[0]) << 64 | int(state[1]))
 
 
-def shard_sources(runs: list[Run], pack: Pack, store: Store, retry: Retry = Retry()) -> Iterator[dict[str, Any]]:
-    """Open each run's shard as a stream; verify (and cache) each one once it has been read."""
-    for n, run in enumerate(runs):
+def opened_ahead(runs: list[Run], pack: Pack, store: Store, retry: Retry = Retry()
+                 ) -> Iterator[tuple[int, Run, ShardStream | None]]:
+    """Each run with its shard's stream, or None where a verified local copy is read by
+    offset. The next run's stream is opened while this run is read, so its shard's first
+    bytes are on their way (a request's first byte is the slowest) before they are needed."""
+    def open_for(run: Run) -> ShardStream | None:
         info = pack.shards[run.shard]
-        stream = open_shard(store, info.sha256, info.bytes, f"shard {run.shard}", pack.slice_id, pack.fps, retry)
-        try:
-            yield {"url": f"{info.sha256}#{n}", "stream": stream, "run": run}
-        except GeneratorExit:  # the reader stopped early: a partial shard is never kept
-            stream.abort()
-            raise
-        stream.finish()
+        if local_copy(store, info.sha256) is not None:
+            return None
+        return open_shard(store, info.sha256, info.bytes, f"shard {run.shard}", pack.slice_id, pack.fps, retry)
+
+    pending: ShardStream | None = None
+    try:
+        for n, run in enumerate(runs):
+            stream, pending = (pending if pending is not None else open_for(run)), None
+            later = runs[n + 1] if n + 1 < len(runs) else None
+            if later is not None and pack.shards[later.shard].sha256 != pack.shards[run.shard].sha256:
+                pending = open_for(later)  # the same shard twice in a row: the second read is from the cache
+            yield n, run, stream
+    finally:
+        if pending is not None:
+            pending.abort()
 
 
 def run_samples(runs: list[Run], pack: Pack, store: Store, reader: PackReader, retry: Retry = Retry()
                 ) -> Iterator[dict[str, Any]]:
-    """Each run's raw samples, in order: from a verified local copy by offset (the index
-    says where every member is, so no tar is parsed), else streamed from the store through
-    webdataset's tar iteration and grouping, into the cache."""
-    import webdataset as wds
-
+    """Each run's raw samples, in order, by offset: from a verified local copy, else cut from
+    its shard as it streams from the store into the cache (verified at the shard's end)."""
     first_row = np.concatenate([[0], np.cumsum([s.samples for s in pack.shards])])
-    for n, run in enumerate(runs):
-        digest = pack.shards[run.shard].sha256
-        if local_copy(store, digest) is not None:
-            base = int(first_row[run.shard])
-            for key, raw in reader.raw_many(range(base + run.first, base + run.stop)):
-                raw["__key__"], raw["__url__"] = key, f"{digest}#{n}"
+    for n, run, stream in opened_ahead(runs, pack, store, retry):
+        url = f"{pack.shards[run.shard].sha256}#{n}"
+        base = int(first_row[run.shard])
+        ids = range(base + run.first, base + run.stop)
+        if stream is None:
+            samples = iter(reader.raw_many(ids))
+        else:
+            samples = reader.stream_many(stream, ids)
+        try:
+            for key, raw in samples:
+                raw["__key__"], raw["__url__"] = key, url
                 yield raw
-            continue
-        src = shard_sources([run], pack, store, retry)
-        src = wds.tariterators.tar_file_expander(src)
-        src = wds.tariterators.group_by_keys(src, lcase=False)
-        yield from select_runs(src, [run])
-
-
-def select_runs(samples: Iterable[dict[str, Any]], runs: list[Run]) -> Iterator[dict[str, Any]]:
-    """Keep the samples of each run's ``[first, stop)``; the rest of its shard only passes through."""
-    current, ordinal = None, 0
-    for sample in samples:
-        url = sample["__url__"]
-        if url != current:
-            current, ordinal = url, 0
-            run = runs[int(url.rsplit("#", 1)[1])]
-        if run.first <= ordinal < run.stop:
-            yield sample
-        ordinal += 1
+        except BaseException:  # stopped early or failed: a partial shard is never kept
+            if stream is not None:
+                stream.abort()
+            raise
+        if stream is not None:
+            stream.finish()
 
 
 def skip(samples: Iterable[Any], n: int) -> Iterator[Any]:

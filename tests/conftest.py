@@ -1,4 +1,5 @@
-"""Shared fixtures: stores (local, memory, a real S3 endpoint on loopback) and demo slices."""
+"""Shared fixtures: stores (local, memory, a real S3 endpoint and a plain HTTP server on
+loopback) and demo slices."""
 
 from __future__ import annotations
 
@@ -47,12 +48,25 @@ class S3Endpoint:
         from werkzeug.serving import make_server
 
         self.requests: list[tuple[str, str]] = []
+        self.ranges: list[tuple[str, str]] = []  # (path, Range header) of every ranged GET
+        self._failing: dict[str, list[int]] = {}  # path part -> [GETs left to fail, status, resumed only]
         self._lock = threading.Lock()
         app = DomainDispatcherApplication(create_backend_app)
 
         def counting(environ, start_response):
+            method, path = environ["REQUEST_METHOD"], environ.get("PATH_INFO", "")
             with self._lock:
-                self.requests.append((environ["REQUEST_METHOD"], environ.get("PATH_INFO", "")))
+                self.requests.append((method, path))
+                if method == "GET" and environ.get("HTTP_RANGE"):
+                    self.ranges.append((path, environ["HTTP_RANGE"]))
+                resumed = environ.get("HTTP_RANGE", "bytes=0-")[len("bytes="):].split("-")[0] not in ("", "0")
+                failing = next((f for part, f in self._failing.items()
+                                if part in path and f[0] > 0 and (resumed or not f[2])), None)
+                if method == "GET" and failing:
+                    failing[0] -= 1
+            if method == "GET" and failing:
+                start_response(f"{failing[1]} Service Unavailable", [("Content-Type", "application/xml")])
+                return [b"<Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>"]
             return app(environ, start_response)
 
         self._server = make_server("127.0.0.1", 0, counting, threaded=True)
@@ -75,6 +89,17 @@ class S3Endpoint:
     def reset_counts(self) -> None:
         with self._lock:
             self.requests.clear()
+            self.ranges.clear()
+
+    def fail_gets(self, path_part: str, times: int, status: int = 503, resumed_only: bool = False) -> None:
+        """The next ``times`` GETs of a path containing ``path_part`` (with ``resumed_only``:
+        ranged from a byte past 0) answer ``status``."""
+        with self._lock:
+            self._failing[path_part] = [times, status, resumed_only]
+
+    def failures_left(self, path_part: str) -> int:
+        with self._lock:
+            return self._failing.get(path_part, [0])[0]
 
     def count(self, method: str | None = None) -> int:
         with self._lock:
@@ -153,8 +178,90 @@ def snippet(text: str, **subs: str) -> str:
     return text
 
 
+class HttpStoreServer:
+    """A directory served over plain HTTP on 127.0.0.1 with Range requests, as a static file
+    server or CDN serves a store; it logs (method, path, Range header) of every request."""
+
+    def __init__(self, root: Path) -> None:
+        import functools
+        import http.server
+
+        log, lock = [], threading.Lock()
+        self.requests, self._lock = log, lock
+
+        class Handler(http.server.SimpleHTTPRequestHandler):
+            def log_message(self, *args) -> None:
+                pass
+
+            def send_head(self):
+                with lock:
+                    log.append((self.command, self.path, self.headers.get("Range")))
+                path, spec = self.translate_path(self.path), self.headers.get("Range")
+                if not spec or not os.path.isfile(path):
+                    return super().send_head()
+                size = os.path.getsize(path)
+                first, _, last = spec.removeprefix("bytes=").partition("-")
+                start, end = int(first), min(int(last) if last else size - 1, size - 1)
+                if start >= size:
+                    self.send_error(416)
+                    return None
+                f = open(path, "rb")
+                f.seek(start)
+                self.send_response(206)
+                self.send_header("Content-Type", "application/octet-stream")
+                self.send_header("Content-Range", f"bytes {start}-{end}/{size}")
+                self.send_header("Content-Length", str(end - start + 1))
+                self.end_headers()
+                return _Limited(f, end - start + 1)
+
+        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Handler, directory=str(root)))
+        self.port = self._server.server_address[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+
+    def blob_gets(self) -> list[tuple[str, str | None]]:
+        with self._lock:
+            return [(path, spec) for method, path, spec in self.requests if method == "GET" and "/blobs/" in path]
+
+    def reset_counts(self) -> None:
+        with self._lock:
+            self.requests.clear()
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+class _Limited:
+    """The first ``n`` bytes of an open file (what copyfile reads for a 206)."""
+
+    def __init__(self, f, n: int) -> None:
+        self._f, self._n = f, n
+
+    def read(self, k: int = -1) -> bytes:
+        data = self._f.read(self._n if k < 0 else min(k, self._n))
+        self._n -= len(data)
+        return data
+
+    def close(self) -> None:
+        self._f.close()
+
+
+@pytest.fixture(scope="session")
+def http_demo(tmp_path_factory) -> Iterator[tuple[HttpStoreServer, str, str]]:
+    """The small demo packed at 15 fps in a local store served over HTTP on loopback:
+    (server, store url, slice id). Read-only by convention."""
+    root = tmp_path_factory.mktemp("http")
+    client = rayform.Client(root / "store")
+    s = client.slices.create(ingest_demo(client, "lab", SMALL_DEMO), name="small")
+    client.pack(s, 15, workers=1, progress=False, shard_bytes=150_000)
+    server = HttpStoreServer(root)
+    yield server, f"{server.url}/store", s.id
+    server.stop()
+
+
 class CuttingProxy:
-    """A TCP proxy on 127.0.0.1 to the S3 endpoint that cuts responses mid-body.
+    """A TCP proxy on 127.0.0.1 to a loopback server (S3, HTTP) that cuts responses mid-body.
 
     The first ``cuts`` responses larger than ``after`` bytes are cut off after ``after``
     bytes (the connection is closed), as a flaky network or a dying server does.
@@ -185,6 +292,8 @@ class CuttingProxy:
             threading.Thread(target=self._pipe, args=(upstream, client, True), daemon=True).start()
 
     def _pipe(self, src, dst, downstream: bool) -> None:
+        import socket
+
         sent = 0
         try:
             while data := src.recv(65536):
@@ -203,6 +312,10 @@ class CuttingProxy:
             pass
         finally:
             for s in (src, dst):
+                try:  # shutdown first: close() alone leaves the peer waiting while the other pipe reads
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
                 try:
                     s.close()
                 except OSError:

@@ -104,7 +104,11 @@ class StreamingEpisodeDataset(IterableDataset):
         self._store_ref = store.ref
         self._store: Store | None = None
         self._store_pid = 0
-        self._pack_reader: PackReader | None = None  # reopens its files after a fork
+        self._pack_reader = PackReader(store, self.pack, self.pack.members)  # reopens its files after a fork
+        if not store.offline:
+            # The offset index (small) joins the cache here, once: workers then start on their
+            # first shard at once, and cached epochs read by offset (offline too).
+            self._pack_reader.index
         self._epoch = torch.zeros(1, dtype=torch.int64).share_memory_()
         self._yielded = 0
         self._resume_at = 0
@@ -151,11 +155,6 @@ class StreamingEpisodeDataset(IterableDataset):
             self._store, self._store_pid = self._store_ref.open(), os.getpid()
         return self._store
 
-    def _reader(self) -> PackReader:
-        if self._pack_reader is None:
-            self._pack_reader = PackReader(self._store_ref, self.pack, self.pack.members)
-        return self._pack_reader
-
     def raw_samples(self, world: World | None = None) -> Iterator[dict[str, Any]]:
         """This reader's raw samples for the epoch, shuffled, before any decoding."""
         import webdataset as wds
@@ -163,9 +162,7 @@ class StreamingEpisodeDataset(IterableDataset):
         world = world or self.world()
         epoch = self.epoch
         runs = self.runs(world, epoch)
-        if not self.store.offline:
-            self._reader().index  # the offset index (small) joins the cache, for cached epochs offline too
-        src = stages.run_samples(runs, self.pack, self.store, self._reader(), self.retry)
+        src = stages.run_samples(runs, self.pack, self.store, self._pack_reader, self.retry)
         if self.shuffle.buffer > 1:
             rng = stages.reader_rng(self.shuffle.seed, epoch, world.rank, world.worker)
             src = wds.filters.shuffle(self.shuffle.buffer, self.shuffle.initial, rng=rng)(src)

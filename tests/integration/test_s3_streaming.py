@@ -151,7 +151,8 @@ def test_the_second_epoch_makes_no_request(s3_demo, s3_endpoint, tmp_path):
 def test_first_samples_come_before_the_shard_has_arrived(s3_demo, tmp_path, monkeypatch):
     import rayform.shardstream as shardstream
 
-    monkeypatch.setattr(shardstream, "STREAM_BLOCK", 8192)
+    monkeypatch.setattr(shardstream, "STREAM_CHUNK", 8192)
+    monkeypatch.setattr(shardstream, "READ_AHEAD", 2)
     opened = []
     real = shardstream.ShardStream.__init__
 
@@ -165,6 +166,7 @@ def test_first_samples_come_before_the_shard_has_arrived(s3_demo, tmp_path, monk
     next(iter(ds))
     assert opened and not opened[0].from_cache
     assert opened[0].pos < opened[0].size
+    assert opened[0].fetched < opened[0].size  # the fetcher is at most READ_AHEAD chunks ahead
 
 
 def test_a_connection_cut_mid_shard_still_yields_every_sample_once(s3_demo, s3_endpoint, tmp_path):
@@ -181,9 +183,33 @@ def test_a_connection_cut_mid_shard_still_yields_every_sample_once(s3_demo, s3_e
     assert len(keys) == len(set(keys)) == ds.pack.samples
 
 
+def test_a_5xx_mid_shard_is_retried_and_the_read_resumes_at_its_byte(s3_demo, s3_endpoint, tmp_path):
+    from tests.conftest import CuttingProxy
+
+    proxy = CuttingProxy(s3_endpoint.port, after=40_000, cuts=1)
+    try:
+        s = _slice(s3_demo, tmp_path / "cache", endpoint_url=proxy.url)
+        ds = _stream(s, retry=rayform.torch.Retry(attempts=4, backoff_s=0.01))
+        s3_endpoint.reset_counts()
+        # one response is cut mid-shard; its resumption is refused twice with a 503, then served
+        s3_endpoint.fail_gets("/blobs/", times=2, resumed_only=True)
+        keys = _keys((x["meta"]["segment"], x["t_ns"]) for x in ds)
+    finally:
+        proxy.stop()
+        s3_endpoint.fail_gets("/blobs/", times=0)
+    assert proxy.cut == 1
+    assert len(keys) == len(set(keys)) == ds.pack.samples
+    resumed = [(path, r) for path, r in s3_endpoint.ranges if not r.startswith("bytes=0-")]
+    assert len(resumed) == 3 and len({path for path, _ in resumed}) == 1  # 503, 503, then served
+    assert s3_endpoint.failures_left("/blobs/") == 0
+    for shard in ds.pack.shards:  # whole and verified in the cache
+        assert hash_file(ShardCache(tmp_path / "cache").blob_path(shard.sha256)) == shard.sha256
+
+
 def test_a_read_that_keeps_failing_resumes_at_its_byte_then_names_the_shard(s3_demo, tmp_path, monkeypatch):
     import rayform.shardstream as shardstream
 
+    monkeypatch.setattr(shardstream, "STREAM_CHUNK", 16384)  # many reads a shard, so one fails mid-shard
     s = _slice(s3_demo, tmp_path / "cache")
     ds = _stream(s, retry=rayform.torch.Retry(attempts=2, backoff_s=0.0), shuffle=rayform.torch.ShuffleConfig(buffer=0))
     opens = []
@@ -203,13 +229,14 @@ def test_a_read_that_keeps_failing_resumes_at_its_byte_then_names_the_shard(s3_d
             self.f.close()
 
     def flaky_open(self):
-        opens.append(self.pos)
+        opens.append(self.fetched)
         return Flaky(real_open(self))
 
     monkeypatch.setattr(shardstream.ShardStream, "_open_remote", flaky_open)
     keys = _keys((x["meta"]["segment"], x["t_ns"]) for x in ds)
     assert len(keys) == len(set(keys)) == ds.pack.samples
-    assert any(pos > 0 for pos in opens)  # resumed at the byte where it stopped
+    sizes = {sh.bytes for sh in ds.pack.shards}
+    assert any(0 < pos < min(sizes) for pos in opens)  # resumed at the byte where it stopped
 
     class Dead:
         def read(self, n=-1):

@@ -1,0 +1,29 @@
+"""objectread: a stored object read front to back from a byte offset (filesystems that cannot sign)."""
+
+from __future__ import annotations
+
+import os
+
+import fsspec
+import pytest
+
+from rayform import objectread
+
+
+@pytest.mark.parametrize("protocol", ["file", "memory"])
+def test_a_filesystem_that_cannot_sign_is_read_through_its_file_object(tmp_path, protocol):
+    fs = fsspec.filesystem(protocol)
+    path = str(tmp_path / "blob") if protocol == "file" else f"/objectread-{os.getpid()}/blob"
+    data = os.urandom(300_000)
+    fs.pipe_file(path, data)
+    assert objectread.direct_url(fs, path) is None
+    for start in (0, 1, 123_457, len(data)):
+        r = objectread.open_at(fs, path, start, block_size=65_536)
+        got = b"".join(iter(lambda: r.read(50_000), b""))
+        r.close()
+        assert got == data[start:]
+
+
+def test_a_missing_object_is_file_not_found(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        objectread.open_at(fsspec.filesystem("file"), str(tmp_path / "absent"), 0, 65_536)
