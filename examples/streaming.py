@@ -6,18 +6,42 @@
 Credentials come from the usual AWS variables (or pass --endpoint-url for any S3-compatible
 store). Each rank streams its own part of every epoch, writing what it streams into the
 shard cache: the second epoch reads from disk.
+
+Interrupt and resume: ``--checkpoint ckpt`` saves each rank's loader state (plain JSON,
+``ckpt.rank<r>.json``) every ``--checkpoint-every`` batches, and a run started with a
+checkpoint that exists goes on from it, without repeating or skipping a sample
+(``--stop-after N`` stops after N batches, as a crash would). With DataLoader workers this
+takes torchdata's StatefulDataLoader (``pip install torchdata``), which keeps each worker's
+state. ``--keys-out DIR`` appends every sample's key to ``DIR/rank<r>.epoch<e>.txt``.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import sys
 import time
+from pathlib import Path
 
 import torch.distributed as dist
 from torch.utils.data import DataLoader
 
 import rayform
+
+
+def make_loader(dataset, args):
+    kwargs = dict(batch_size=args.batch_size, num_workers=args.workers, persistent_workers=args.workers > 0)
+    if not args.checkpoint:
+        return DataLoader(dataset, **kwargs)
+    try:
+        from torchdata.stateful_dataloader import StatefulDataLoader
+    except ImportError:
+        if args.workers:
+            sys.exit("--checkpoint with DataLoader workers needs torchdata (pip install torchdata), "
+                     "or --workers 0")
+        return DataLoader(dataset, **kwargs)  # the dataset's own state_dict is the reader's
+    return StatefulDataLoader(dataset, **kwargs)
 
 
 def main() -> None:
@@ -29,10 +53,16 @@ def main() -> None:
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--batch-size", type=int, default=32)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--checkpoint", help="save (and resume from) each rank's loader state at this path prefix")
+    ap.add_argument("--checkpoint-every", type=int, default=10, help="batches between checkpoints")
+    ap.add_argument("--stop-after", type=int, help="stop after this many batches in all, as a crash would")
+    ap.add_argument("--keys-out", help="a folder: every sample's key, a file per rank and epoch")
     args = ap.parse_args()
 
     if "RANK" in os.environ and not dist.is_initialized():
         dist.init_process_group("gloo")
+    rank = dist.get_rank() if dist.is_initialized() else 0
     options = {"endpoint_url": args.endpoint_url} if args.endpoint_url else {}
     client = rayform.Client(args.store, storage_options=options)
     dataset = rayform.torch.StreamingEpisodeDataset(
@@ -42,18 +72,49 @@ def main() -> None:
         fps=args.fps,
         horizon=16,
         frame="ros",
-        shuffle=rayform.torch.ShuffleConfig(seed=0, buffer=1000),
+        shuffle=rayform.torch.ShuffleConfig(seed=args.seed, buffer=1000),
     )
-    loader = DataLoader(dataset, batch_size=args.batch_size, num_workers=args.workers,
-                        persistent_workers=args.workers > 0)
-    rank = dist.get_rank() if dist.is_initialized() else 0
-    for epoch in range(args.epochs):
+    loader = make_loader(dataset, args)
+
+    ckpt = Path(f"{args.checkpoint}.rank{rank}.json") if args.checkpoint else None
+    start_epoch, resume = 0, None
+    if ckpt is not None and ckpt.exists():
+        saved = json.loads(ckpt.read_text())
+        start_epoch, resume = saved["epoch"], saved["loader"]
+        print(f"rank {rank}: resuming epoch {start_epoch} from {ckpt}", flush=True)
+
+    def save(epoch: int) -> None:
+        tmp = ckpt.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"epoch": epoch, "loader": loader.state_dict()}))
+        os.replace(tmp, ckpt)  # a crash mid-write never leaves half a checkpoint
+
+    batches, stopped = 0, False
+    for epoch in range(start_epoch, args.epochs):
         dataset.set_epoch(epoch)
+        if resume is not None:
+            loader.load_state_dict(resume)
+            resume = None
+        keys = open(Path(args.keys_out, f"rank{rank}.epoch{epoch}.txt"), "a") if args.keys_out else None
         t0, n = time.perf_counter(), 0
         for batch in loader:
             n += len(batch["t_ns"])
+            batches += 1
+            if keys is not None:
+                keys.writelines(f"{seg}:{int(t)}\n" for seg, t in zip(batch["meta"]["segment"], batch["t_ns"]))
+            stopped = bool(args.stop_after) and batches >= args.stop_after
+            if ckpt is not None and (stopped or batches % args.checkpoint_every == 0):
+                save(epoch)
+            if stopped:
+                break
+        if keys is not None:
+            keys.close()
+        if stopped:
+            print(f"rank {rank}: stopped after {batches} batches, in epoch {epoch}", flush=True)
+            break
         rate = n / (time.perf_counter() - t0)
         print(f"rank {rank} epoch {epoch}: {n} samples ({len(dataset)} per rank), {rate:.0f} samples/s", flush=True)
+    if ckpt is not None and not stopped:
+        ckpt.unlink(missing_ok=True)  # done: a later run starts afresh
     if dist.is_initialized():
         dist.destroy_process_group()
 

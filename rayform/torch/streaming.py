@@ -169,6 +169,9 @@ class StreamingEpisodeDataset(IterableDataset):
         return stages.skip(src, self._resume_at)
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
+        # Counted per iteration, where it runs: a persistent DataLoader worker never sees
+        # set_epoch (only the shared epoch), so its count must not run on from the last epoch.
+        self._yielded = self._resume_at
         samples = self._samples()
         if self.batch_size is None:
             for raw, build in samples:

@@ -28,12 +28,48 @@ def test_train_makes_the_demo_and_its_loss_goes_down(tmp_path):
 
 
 @pytest.mark.s3
-def test_streaming_example_streams_from_s3(s3_demo, tmp_path):
+@pytest.mark.dist
+@pytest.mark.slow
+def test_streaming_example_under_torchrun_repeats_itself_and_resumes_exactly(s3_demo, s3_endpoint, tmp_path):
+    """The issue's check as a user runs it: torchrun, 2 ranks x 2 workers, keys per rank;
+    the same run again; a run stopped mid-epoch and resumed from its checkpoint."""
+    pytest.importorskip("torchdata")
     url, options, slice_id = s3_demo
-    env = {**os.environ, "RAYFORM_CACHE_DIR": str(tmp_path / "cache")}
-    r = subprocess.run([sys.executable, str(ROOT / "examples" / "streaming.py"), "--store", url, "--slice", slice_id,
-                        "--endpoint-url", options["endpoint_url"], "--epochs", "2"],
-                       capture_output=True, text=True, env=env, timeout=300)
-    assert r.returncode == 0, r.stderr[-3000:]
-    counts = re.findall(r"epoch (\d): (\d+) samples \((\d+) per rank\)", r.stdout)
-    assert [c[0] for c in counts] == ["0", "1"] and all(c[1] == c[2] for c in counts)
+
+    def run(name: str, *extra: str) -> str:
+        out = tmp_path / name
+        out.mkdir(exist_ok=True)
+        env = {**os.environ, "RAYFORM_CACHE_DIR": str(tmp_path / f"cache-{name}"), "OMP_NUM_THREADS": "1"}
+        r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+                            str(ROOT / "examples" / "streaming.py"), "--store", url, "--slice", slice_id,
+                            "--endpoint-url", options["endpoint_url"], "--batch-size", "4", "--workers", "2",
+                            "--keys-out", str(out), *extra], capture_output=True, text=True, env=env, timeout=300)
+        assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
+        return r.stdout
+
+    def keys(name: str) -> dict[str, list[str]]:
+        return {f.name: f.read_text().split() for f in sorted((tmp_path / name).glob("rank*.txt"))}
+
+    log = run("first")
+    counts = re.findall(r"rank (\d) epoch (\d): (\d+) samples \((\d+) per rank\)", log)
+    assert sorted((c[0], c[1]) for c in counts) == [("0", "0"), ("0", "1"), ("1", "0"), ("1", "1")]
+    assert all(c[2] == c[3] for c in counts)
+    first = keys("first")
+    for epoch in (0, 1):
+        ranks = [first[f"rank{r}.epoch{epoch}.txt"] for r in (0, 1)]
+        assert len(ranks[0]) == len(ranks[1]) and not set(ranks[0]) & set(ranks[1])
+    assert set(first["rank0.epoch0.txt"]) | set(first["rank1.epoch0.txt"]) == \
+        set(first["rank0.epoch1.txt"]) | set(first["rank1.epoch1.txt"])
+    assert first["rank0.epoch0.txt"] != first["rank0.epoch1.txt"]  # a new order each epoch
+
+    run("again")
+    assert keys("again") == first
+
+    stopped = run("resumed", "--checkpoint", str(tmp_path / "resumed" / "ckpt"), "--stop-after", "14")
+    assert "stopped after 14 batches, in epoch 1" in stopped
+    s3_endpoint.reset_counts()
+    resumed = run("resumed", "--checkpoint", str(tmp_path / "resumed" / "ckpt"))
+    assert "resuming epoch 1" in resumed
+    assert keys("resumed") == first  # nothing repeated, nothing skipped
+    # every shard came into the (shared) cache in the stopped run's first epoch: none is fetched again
+    assert [path for method, path in s3_endpoint.requests if method == "GET" and "/blobs/" in path] == []

@@ -300,3 +300,40 @@ def test_batched_streaming_equals_the_samples_collated(s3_demo, tmp_path):
     for key in ("cam0/rgb", "joints/position", "action", "action_is_pad", "t_ns"):
         assert torch.equal(batched[0][key], manual[key]), key
     assert batched[0]["meta"]["segment"] == manual["meta"]["segment"]
+
+
+@pytest.mark.parametrize("persistent", [True, False])
+def test_stateful_dataloader_with_workers_resumes_a_later_epoch_exactly(s3_demo, tmp_path, persistent):
+    """torchdata's StatefulDataLoader keeps each worker's state: an interrupted epoch (the
+    second, after a whole first one with the same workers) goes on where it stopped."""
+    stateful = pytest.importorskip("torchdata.stateful_dataloader")
+    s = _slice(s3_demo, tmp_path / "cache")
+
+    def loader(ds):
+        return stateful.StatefulDataLoader(ds, batch_size=4, num_workers=2, persistent_workers=persistent)
+
+    whole = _stream(s, seed=3)
+    expected = []
+    whole_loader = loader(whole)
+    for epoch in (0, 1):
+        whole.set_epoch(epoch)
+        expected.append(_batches_keys(whole_loader))
+
+    first = _stream(s, seed=3)
+    first_loader = loader(first)
+    first.set_epoch(0)
+    assert _batches_keys(first_loader) == expected[0]
+    first.set_epoch(1)
+    head, it = [], iter(first_loader)
+    for _ in range(5):
+        b = next(it)
+        head += [f"{seg}:{int(t)}" for seg, t in zip(b["meta"]["segment"], b["t_ns"])]
+    state = json.loads(json.dumps(first_loader.state_dict()))  # a checkpoint is plain data
+    del it, first_loader  # the interrupted run
+
+    resumed = _stream(s, seed=3)
+    resumed_loader = loader(resumed)
+    resumed_loader.load_state_dict(state)
+    tail = _batches_keys(resumed_loader)
+    assert head + tail == expected[1]
+    assert set(expected[1]) == set(expected[0]) and expected[1] != expected[0]
