@@ -4,23 +4,28 @@ Same workload and reference as benchmarks/loader.py (two 224×224 JPEG q90 camer
 joints, 15 fps, horizon 16, 12,000 samples, DataLoader(num_workers=2, batch_size=64)).
 Prints, in one run: the one-process JPEG-decode rate of the same bytes (the bound), a plain
 webdataset pipeline over the same shards, and the streaming dataset's first epoch (from S3,
-cold cache) and second epoch (from the cache), with their ratios.
+cold cache) and second epoch (from the cache), with their ratios. The cold and cached
+epochs are measured in ``--repeats`` pairs (a new cache each) and reported as medians: on a
+shared machine one epoch alone can be off by 20%.
 
 The S3 endpoint is moto's server in its own process on 127.0.0.1: on a 2-core machine it
-competes with the loader for CPU, which a real object store does not.
+competes with the loader for CPU, which a real object store does not (its CPU time in the
+first epoch is printed).
 
-    python benchmarks/streaming.py [--samples 12000] [--store DIR] [--epochs 2]
+    python benchmarks/streaming.py [--samples 12000] [--store DIR] [--epochs 2] [--repeats 3]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import socket
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
+from statistics import median
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -47,12 +52,19 @@ def start_moto() -> tuple[subprocess.Popen, str]:
     raise RuntimeError("moto server did not start")
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU of a process so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--samples", type=int, default=12_000)
     ap.add_argument("--store", default=str(Path.home() / ".cache" / "rayform-bench" / "store"))
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--repeats", type=int, default=3, help="cold + cached epoch pairs, each with a new cache")
     args = ap.parse_args()
 
     import boto3
@@ -66,7 +78,14 @@ def main() -> None:
     local = rayform.Client(args.store)
     pack = local.pack(slice_, bench.FPS, max_horizon=16, progress=True)
     paths = bench.shard_paths(local, pack)
-    bound, jpeg_bytes = bench.jpeg_bound(paths, pack, min(pack.samples, 4000))
+    bounds = []
+
+    def measure_bound() -> float:
+        rate, mean_bytes = bench.jpeg_bound(paths, pack, min(pack.samples, 4000))
+        bounds.append(rate)
+        return mean_bytes
+
+    jpeg_bytes = measure_bound()
 
     moto, endpoint = start_moto()
     try:
@@ -82,32 +101,47 @@ def main() -> None:
         for key in needed:
             fs.put_file(str(root / key), f"bench/store/{key}")
 
-        rows = [("bound: 1 process decoding the JPEGs", bound, None)]
+        rows = []
         pipe = (wds.WebDataset(paths, shardshuffle=len(paths), nodesplitter=None, workersplitter=wds.split_by_worker,
                                empty_check=False).shuffle(1000).map(bench._wds_decode).batched(64))
         res = bench.run_loader(DataLoader(pipe, batch_size=None, num_workers=args.workers, persistent_workers=True),
                                args.epochs)
         rows.append(("webdataset pipeline, local shards", res[-1][1], res[0][0]))
 
-        with tempfile.TemporaryDirectory() as cache:
-            remote = rayform.Client("s3://bench/store", storage_options=options)
-            remote.store.cache = ShardCache(cache)
-            ds = rayform.torch.StreamingEpisodeDataset(
-                remote.slices.get(slice_.id), obs=["cam0/rgb", "wrist/rgb", "joints/position"],
-                action="joints/position_delta", fps=bench.FPS, horizon=16, frame="ros", batch_size=64)
-            loader = DataLoader(ds, batch_size=None, num_workers=args.workers, persistent_workers=True)
-            res = bench.run_loader(loader, args.epochs, ds.set_epoch)
-        rows.append(("rayform streaming, epoch 1 (from S3)", res[0][1], res[0][0]))
-        rows.append((f"rayform streaming, epoch {args.epochs} (cache)", res[-1][1], None))
+        cold, cached, firsts, server_cpu = [], [], [], []
+        for r in range(args.repeats):  # the bound, a cold and a cached epoch in turn: drift hits all alike
+            if r:
+                measure_bound()
+            with tempfile.TemporaryDirectory() as cache:
+                remote = rayform.Client("s3://bench/store", storage_options=options)
+                remote.store.cache = ShardCache(cache)
+                ds = rayform.torch.StreamingEpisodeDataset(
+                    remote.slices.get(slice_.id), obs=["cam0/rgb", "wrist/rgb", "joints/position"],
+                    action="joints/position_delta", fps=bench.FPS, horizon=16, frame="ros", batch_size=64)
+                loader = DataLoader(ds, batch_size=None, num_workers=args.workers, persistent_workers=True)
+                server_before = cpu_seconds(moto.pid)
+                res = bench.run_loader(loader, args.epochs, ds.set_epoch)  # only epoch 1 reaches the server
+                server_cpu.append(cpu_seconds(moto.pid) - server_before)
+                del loader
+            cold.append(res[0][1])
+            cached.append(res[-1][1])
+            firsts.append(res[0][0])
+        rows.append((f"rayform streaming, epoch 1 (from S3), median of {args.repeats}", median(cold), median(firsts)))
+        rows.append((f"rayform streaming, epoch {args.epochs} (cache), median", median(cached), None))
     finally:
         moto.kill()
 
+    bound = median(bounds)
+    rows.insert(0, (f"bound: 1 process decoding the JPEGs, median of {len(bounds)}", bound, None))
     print(f"slice {slice_.id}: {pack.samples} samples in {len(pack.shards)} shards, mean JPEG "
           f"{jpeg_bytes / 1024:.1f} KiB")
-    print(f"\n{'loader':40} {'samples/s':>10} {'× bound':>8} {'1st batch':>10}")
+    print(f"\n{'loader':52} {'samples/s':>10} {'× bound':>8} {'1st batch':>10}")
     for name, rate, first in rows:
-        print(f"{name:40} {rate:10.0f} {rate / bound:8.2f} " + (f"{first:9.2f}s" if first is not None else ""))
-    print(f"\nfirst epoch from S3 / cached epoch: {rows[2][1] / rows[3][1]:.2f}")
+        print(f"{name:52} {rate:10.0f} {rate / bound:8.2f} " + (f"{first:9.2f}s" if first is not None else ""))
+    ratios = [c / w for c, w in zip(cold, cached)]
+    print(f"\nfirst epoch from S3 / cached epoch: median {median(ratios):.2f} (each pair: "
+          f"{', '.join(f'{r:.2f}' for r in ratios)}); the S3 server used a median "
+          f"{median(server_cpu):.1f} CPU-s of the same cores in each first epoch")
     me, kids = bench.peak_rss_mib()
     print(f"peak RSS: main {me:.0f} MiB, largest worker {kids:.0f} MiB")
 
