@@ -24,13 +24,8 @@ from __future__ import annotations
 class RayformError(Exception):
     """Base class of every error rayform raises on purpose."""
 
-    def __init__(self, *args: object):
-        super().__init__(*args)
-        # Kept apart from args: pipeline stages (webdataset's) append their context to args.
-        self.message = str(args[0]) if args else type(self).__name__
-
     def __str__(self) -> str:  # KeyError would repr() its message; keep it readable
-        return self.message
+        return str(self.args[0]) if self.args else self.__class__.__name__
 
 
 class NotFound(RayformError, KeyError):

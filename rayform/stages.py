@@ -68,7 +68,7 @@ def run_samples(runs: list[Run], pack: Pack, store: Store, reader: PackReader, r
         base = int(first_row[run.shard])
         ids = range(base + run.first, base + run.stop)
         if stream is None:
-            samples = iter(reader.raw_many(ids))
+            samples = reader.raw_many(ids)
         else:
             samples = reader.stream_many(stream, ids)
         try:
