@@ -163,10 +163,17 @@ def test_first_samples_come_before_the_shard_has_arrived(s3_demo, tmp_path, monk
     monkeypatch.setattr(shardstream.ShardStream, "__init__", spy)
     s = _slice(s3_demo, tmp_path / "cache")
     ds = _stream(s, shuffle=rayform.torch.ShuffleConfig(buffer=0))
-    next(iter(ds))
+    it = iter(ds)
+    next(it)
     assert opened and not opened[0].from_cache
     assert opened[0].pos < opened[0].size
     assert opened[0].fetched < opened[0].size  # the fetcher is at most READ_AHEAD chunks ahead
+    # while it arrives it is only under a temporary name: no reader of the cache sees it partial
+    place = ShardCache(tmp_path / "cache").blob_path(opened[0].digest)
+    assert not place.exists()
+    assert list(place.parent.glob(f".tmp-{opened[0].digest[:8]}-*"))
+    it.close()  # stopped early: the partial copy is dropped, never renamed into place
+    assert not place.exists() and not list(place.parent.glob(".tmp-*"))
 
 
 def test_a_connection_cut_mid_shard_still_yields_every_sample_once(s3_demo, s3_endpoint, tmp_path):
