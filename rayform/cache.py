@@ -18,55 +18,39 @@ bytes do not hash to its name is deleted and fetched again.
 from __future__ import annotations
 
 import hashlib
-import json
-import mmap
 import os
-import tempfile
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rayform import config
-from rayform.errors import IntegrityError
+from rayform import config, names
+from rayform.errors import IntegrityError, StoreError
+from rayform.files import (
+    STALE_TEMP_SECONDS,
+    mark_verified,
+    open_temporary,
+    publish,
+    sweep_temporaries,
+    unlink_if_present,
+    verify_once,
+    write_atomic,
+)
+from rayform.untrusted import json_document
 
 if TYPE_CHECKING:
     from rayform.store import Store
 
 CHUNK = 4 << 20
-STALE_TEMP_SECONDS = 3600
-
-# (path) -> (inode, size, mtime_ns) of copies this process has hashed and found good.
-_VERIFIED: dict[str, tuple[int, int, int]] = {}
 
 
-def _stamp(path: Path) -> tuple[int, int, int]:
-    st = path.stat()
-    return st.st_ino, st.st_size, st.st_mtime_ns
-
-
-def hash_file(path: Path) -> str:
-    with open(path, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
-        if size == 0:
-            return hashlib.sha256(b"").hexdigest()
-        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
-            return hashlib.sha256(m).hexdigest()
-
-
-def verify_once(path: Path, digest: str) -> bool:
-    """True if ``path`` hashes to ``digest`` (hashed once per process per file version)."""
-    key = str(path)
+def _usable(root: Path, make: Callable[[], Any]) -> Any:
+    """Run a filesystem call on the cache, turning "the cache dir is unusable" into one error."""
     try:
-        stamp = _stamp(path)
-    except FileNotFoundError:
-        return False
-    if _VERIFIED.get(key) == stamp:
-        return True
-    if hash_file(path) != digest:
-        return False
-    _VERIFIED[key] = stamp
-    return True
+        return make()
+    except (NotADirectoryError, FileExistsError, PermissionError, IsADirectoryError) as e:
+        raise StoreError(
+            f"cache {root}: unusable ({e.strerror or e}). Point RAYFORM_CACHE_DIR at a writable directory"
+        ) from None
 
 
 class ShardCache:
@@ -79,6 +63,8 @@ class ShardCache:
         return f"ShardCache({str(self.root)!r})"
 
     def blob_path(self, digest: str) -> Path:
+        """Where the copy of ``digest`` lives; the name is checked first (it may come from a store)."""
+        names.digest(digest)
         return self.root / "blobs" / digest[:2] / digest
 
     def has(self, digest: str) -> bool:
@@ -87,7 +73,7 @@ class ShardCache:
     def ensure(self, store: Store, digest: str, on_bytes: Callable[[int], Any] | None = None) -> Path:
         """A verified local copy of ``digest``, fetched from ``store`` if absent or bad."""
         path = self.blob_path(digest)
-        if path.is_file():
+        if path.is_file() and not path.is_symlink():
             if verify_once(path, digest):
                 return path
             unlink_if_present(path)  # a bad copy is never used: drop it and fetch again
@@ -96,7 +82,7 @@ class ShardCache:
 
     def fetch(self, store: Store, digest: str, on_bytes: Callable[[int], Any] | None = None) -> Path:
         """Stream a blob from the store into the cache, hashing as it arrives."""
-        arriving = CacheWriter(self.blob_path(digest), digest)
+        arriving = CacheWriter(self, digest)
         try:
             with store.open_blob(digest) as src:
                 while chunk := src.read(CHUNK):
@@ -109,71 +95,64 @@ class ShardCache:
 
     # -- refs --------------------------------------------------------------------------
     def ref_path(self, store_id: str, key: str) -> Path:
-        return self.root / "refs" / store_id / key
+        return self.root / "refs" / names.store_id(store_id) / names.key(key)
 
     def put_ref(self, store_id: str, key: str, data: bytes) -> None:
         path = self.ref_path(store_id, key)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, path)
-        except BaseException:
-            unlink_if_present(tmp)
-            raise
+        _usable(self.root, lambda: write_atomic(path, data))
 
     def get_ref(self, store_id: str, key: str) -> Any | None:
+        """The cached ref (parsed), or None if this cache has none."""
         try:
-            return json.loads(self.ref_path(store_id, key).read_bytes())
-        except FileNotFoundError:
+            data = self.ref_path(store_id, key).read_bytes()
+        except (FileNotFoundError, NotADirectoryError):
             return None
+        return json_document(data, f"cached ref {key} ({self.ref_path(store_id, key)})")
+
+    def has_store(self, store_id: str) -> bool:
+        """True once anything of this store has been cached (a listing offline needs it)."""
+        return (self.root / "refs" / names.store_id(store_id)).is_dir()
 
     def list_refs(self, store_id: str, prefix: str) -> Iterator[str]:
-        base = self.root / "refs" / store_id
-        top = base / prefix
+        base = self.root / "refs" / names.store_id(store_id)
+        top = base / names.key(prefix)
         if not top.is_dir():
             return iter(())
-        return iter(sorted(
-            str(p.relative_to(base)) for p in top.rglob("*.json") if not p.name.startswith(".tmp-")
-        ))
+        found = []
+        for directory, dirs, files in os.walk(top, followlinks=False):
+            for name in files:
+                key = str((Path(directory) / name).relative_to(base))
+                if name.endswith(".json") and names.is_key(key):
+                    found.append(key)
+        return iter(sorted(found))
 
     def store_ids(self) -> list[str]:
         base = self.root / "refs"
-        return sorted(p.name for p in base.iterdir()) if base.is_dir() else []
+        return sorted(p.name for p in base.iterdir() if names.STORE_ID.fullmatch(p.name)) if base.is_dir() else []
 
     # -- housekeeping ------------------------------------------------------------------
     def size(self) -> tuple[int, int]:
         """(bytes, files) of cached blobs."""
         total = files = 0
-        for p in (self.root / "blobs").rglob("*"):
-            if p.is_file() and not p.name.startswith(".tmp-"):
-                total += p.stat().st_size
-                files += 1
+        for directory, _, found in os.walk(self.root / "blobs", followlinks=False):
+            for name in found:
+                if names.DIGEST.fullmatch(name):
+                    total += os.lstat(os.path.join(directory, name)).st_size
+                    files += 1
         return total, files
 
     def remove_stale_temporaries(self, older_than: float = STALE_TEMP_SECONDS) -> int:
-        """Delete temporary files left by killed processes; returns how many."""
-        now, n = time.time(), 0
-        for p in self.root.rglob(".tmp-*"):
-            try:
-                if now - p.stat().st_mtime > older_than:
-                    p.unlink()
-                    n += 1
-            except FileNotFoundError:
-                pass
-        return n
+        """Delete temporaries left by killed processes (ours only; see ``files.is_stale``)."""
+        return sweep_temporaries(self.root, older_than) if self.root.is_dir() else 0
 
 
 class CacheWriter:
     """A blob arriving in the cache: written under a unique temporary name beside its place,
     hashed on the way, and renamed into place only if its bytes hash to its name."""
 
-    def __init__(self, path: Path, digest: str):
-        self.path, self.digest, self.bytes = path, digest, 0
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, self._tmp = tempfile.mkstemp(dir=path.parent, prefix=f".tmp-{digest[:8]}-")
+    def __init__(self, cache: ShardCache, digest: str):
+        self.path, self.digest, self.bytes = cache.blob_path(digest), digest, 0
+        fd, self._tmp = _usable(cache.root, lambda: open_temporary(self.path.parent))
         self._out = os.fdopen(fd, "wb")
         self._hash = hashlib.sha256()
 
@@ -191,10 +170,9 @@ class CacheWriter:
             raise IntegrityError(
                 f"{what}: its {self.bytes} bytes hash to {actual[:16]}. The store's copy is corrupt; it was not cached"
             )
-        os.chmod(self._tmp, 0o644)
-        os.replace(self._tmp, self.path)
+        publish(self._tmp, self.path)
         self._tmp = None
-        _VERIFIED[str(self.path)] = _stamp(self.path)
+        mark_verified(self.path)
         return self.path
 
     def discard(self) -> None:
@@ -203,10 +181,3 @@ class CacheWriter:
         if self._tmp is not None:
             unlink_if_present(self._tmp)
             self._tmp = None
-
-
-def unlink_if_present(path: str | os.PathLike) -> None:
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass

@@ -10,6 +10,8 @@ Each also subclasses the built-in exception a caller would naturally catch, so
     │   ├── PackNotFound
     │   └── BlobNotFound
     ├── IntegrityError (ValueError)       a blob whose bytes do not match its hash
+    │   └── Malformed                      stored content (a ref, manifest, index, record,
+    │                                      image) that is not what rayform writes
     ├── InvalidInput (ValueError)         bad arguments or source data: a missing stream,
     │   └── StreamNotFound                 an fps the pack cannot serve, a malformed file
     ├── OfflineError (ConnectionError)    RAYFORM_OFFLINE=1 and the bytes are not cached
@@ -50,6 +52,11 @@ class BlobNotFound(NotFound):
 
 class IntegrityError(RayformError, ValueError):
     """Bytes do not match the sha256 that names them."""
+
+
+class Malformed(IntegrityError):
+    """Stored content that rayform did not write: a ref, manifest, index, record or image whose
+    form, names or sizes are not rayform's (corrupt, or made by a hostile store)."""
 
 
 class InvalidInput(RayformError, ValueError):

@@ -11,7 +11,7 @@ import io
 
 import numpy as np
 
-from rayform.errors import InvalidInput
+from rayform.errors import InvalidInput, Malformed
 
 try:  # an installed fast path, not a requirement
     import simplejpeg as _simplejpeg
@@ -34,6 +34,35 @@ def sniff(data: bytes) -> str:
     if head.startswith(PNG_MAGIC):
         return "png"
     raise InvalidInput(f"image bytes starting {head.hex()}: neither JPEG nor PNG")
+
+
+MAX_PIXELS = 1 << 28  # 16384 x 16384: an image claiming more is refused before it is decoded
+
+
+def dimensions(data: bytes | memoryview, encoding: str, what: str = "image") -> tuple[int, int]:
+    """``(height, width)`` from an encoded image's header, without decoding its pixels."""
+    try:
+        if encoding == "jpeg" and _simplejpeg is not None:
+            h, w, _, _ = _simplejpeg.decode_jpeg_header(data)
+            return int(h), int(w)
+        if encoding in ("jpeg", "png"):
+            from PIL import Image
+
+            with Image.open(io.BytesIO(data)) as img:
+                return int(img.height), int(img.width)
+    except Exception as e:  # every codec's own error for bytes that are not an image
+        raise Malformed(f"{what}: not a readable {encoding} image ({type(e).__name__}: {str(e)[:100]})") from None
+    raise InvalidInput(f"image encoding {encoding!r}: not jpeg or png")
+
+
+def check_dimensions(data: bytes | memoryview, encoding: str, expect: tuple[int, ...] | None, what: str) -> None:
+    """Refuse an image whose header claims another size than expected (or an absurd one) before
+    a pixel is decoded: a hostile header must not make a worker allocate gigabytes."""
+    h, w = dimensions(data, encoding, what)
+    if expect is not None and (h, w) != tuple(expect[:2]):
+        raise Malformed(f"{what}: its header says {w}x{h}, the schema {expect[1]}x{expect[0]}")
+    if h * w > MAX_PIXELS:
+        raise Malformed(f"{what}: its header claims {w}x{h} pixels, more than {MAX_PIXELS}")
 
 
 def decode_jpeg(data: bytes | memoryview, out: np.ndarray | None = None) -> np.ndarray:
@@ -88,12 +117,16 @@ def encode_png(image: np.ndarray) -> bytes:
     return buf.getvalue()
 
 
-def decode(data: bytes | memoryview, encoding: str) -> np.ndarray:
-    if encoding == "jpeg":
-        return decode_jpeg(data)
-    if encoding == "png":
-        return decode_png(data)
-    raise InvalidInput(f"image encoding {encoding!r}: not jpeg or png")
+def decode(data: bytes | memoryview, encoding: str, expect: tuple[int, ...] | None = None,
+           what: str = "image") -> np.ndarray:
+    """An encoded image decoded, its header checked first (against ``expect``, (H, W), if given)."""
+    if encoding not in ("jpeg", "png"):
+        raise InvalidInput(f"image encoding {encoding!r}: not jpeg or png")
+    check_dimensions(data, encoding, expect, what)
+    try:
+        return decode_jpeg(data) if encoding == "jpeg" else decode_png(data)
+    except Exception as e:
+        raise Malformed(f"{what}: not a decodable {encoding} image ({type(e).__name__}: {str(e)[:100]})") from None
 
 
 def encode(image: np.ndarray, encoding: str, quality: int = 90) -> bytes:

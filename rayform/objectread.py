@@ -29,7 +29,7 @@ from typing import IO, Protocol
 from fsspec import AbstractFileSystem
 
 SIGNED_URL_SECONDS = 3600  # signed again on every (re)open, so a long shard never outlives it
-TIMEOUT_S = 60.0
+TIMEOUT_S = 60.0  # the default; the streaming dataset's Retry(timeout_s=...) sets it
 
 
 class SequentialRead(Protocol):
@@ -38,11 +38,13 @@ class SequentialRead(Protocol):
     def close(self) -> None: ...
 
 
-def open_at(fs: AbstractFileSystem, path: str, start: int, block_size: int) -> SequentialRead:
-    """A reader of ``path`` from byte ``start`` to its end."""
+def open_at(fs: AbstractFileSystem, path: str, start: int, block_size: int, timeout_s: float = TIMEOUT_S
+            ) -> SequentialRead:
+    """A reader of ``path`` from byte ``start`` to its end (``timeout_s``: a stall longer than
+    that fails the read, on the direct GET path)."""
     url = direct_url(fs, path)
     if url is not None:
-        return HttpGet(url, start)
+        return HttpGet(url, start, timeout_s)
     f: IO[bytes] = fs.open(path, "rb", block_size=block_size)
     if start:
         f.seek(start)
@@ -71,11 +73,11 @@ def direct_url(fs: AbstractFileSystem, path: str) -> str | None:
 class HttpGet:
     """One GET of ``url`` from byte ``start`` to the end, read as it arrives."""
 
-    def __init__(self, url: str, start: int):
+    def __init__(self, url: str, start: int, timeout_s: float = TIMEOUT_S):
         self._broken = ""
         request = urllib.request.Request(url, headers={"Range": f"bytes={start}-"})
         try:
-            self._response = urllib.request.urlopen(request, timeout=TIMEOUT_S)
+            self._response = urllib.request.urlopen(request, timeout=timeout_s)
         except urllib.error.HTTPError as e:
             code = e.code
             e.close()

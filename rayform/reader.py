@@ -22,7 +22,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from rayform.errors import IntegrityError, OfflineError
+from rayform import records
+from rayform.errors import IntegrityError, Malformed, OfflineError
 from rayform.pack.manifest import Pack
 from rayform.store import Store, StoreRef
 
@@ -53,6 +54,7 @@ class PackReader:
         self._pid = os.getpid()
         self._store: Store | None = None
         self._index: np.ndarray | None = None
+        self._chunks: bytes | None = None
         self._maps: dict[int, mmap.mmap] = {}
 
     def __getstate__(self) -> dict[str, Any]:
@@ -78,14 +80,55 @@ class PackReader:
 
     @property
     def index(self) -> np.ndarray:
+        """The offset index, memory-mapped once its header has been checked against the pack."""
         self._owned()
         if self._index is None:
             path = self._local(self.pack.index_blob, "index")
-            self._index = np.load(path, mmap_mode="r", allow_pickle=False)
+            self._index = _map_index(path, (self.pack.samples, self.pack.index_columns),
+                                     f"index {self.pack.index_blob[:16]} of {self.pack.slice_id}")
         return self._index
 
+    def chunk_digests(self) -> bytes | None:
+        """The sha256 of every chunk of every shard (32 bytes each), or None for an older pack."""
+        self._owned()
+        if self._chunks is None and self.pack.chunk_blob is not None:
+            data = self.store.get_blob(self.pack.chunk_blob)
+            if len(data) != 32 * self.pack.chunk_count:
+                raise Malformed(f"{self.pack.slice_id}: chunk digests {self.pack.chunk_blob[:16]} hold "
+                                f"{len(data)} bytes for {self.pack.chunk_count} chunks")
+            self._chunks = data
+        return self._chunks
+
+    def shard_chunks(self, shard: int) -> bytes | None:
+        """The chunk digests of one shard, or None for an older pack."""
+        chunks = self.chunk_digests()
+        if chunks is None:
+            return None
+        span = self.pack.chunks_of(shard)
+        return chunks[32 * span.start : 32 * span.stop]
+
+    def rows(self, ids: np.ndarray) -> np.ndarray:
+        """Index rows of samples ``ids``, each checked to lie inside its shard (the index is
+        untrusted: a row pointing past its shard is refused before a byte is read)."""
+        ids = np.asarray(ids, np.int64)
+        if len(ids) and (ids.min() < 0 or ids.max() >= self.pack.samples):
+            raise IndexError(f"{self.pack.slice_id}: sample ids outside 0..{self.pack.samples - 1}")
+        rows = np.asarray(self.index[ids])
+        _check_rows(rows, self._shard_bytes, self.pack.index_columns, f"index of {self.pack.slice_id}")
+        return rows
+
+    @property
+    def _shard_bytes(self) -> np.ndarray:
+        sizes = getattr(self, "_sizes", None)
+        if sizes is None:
+            sizes = self._sizes = np.array([s.bytes for s in self.pack.shards], np.int64)
+        return sizes
+
     def shard_of(self, indices: np.ndarray) -> np.ndarray:
-        return np.asarray(self.index[indices, 0])
+        shard = np.asarray(self.index[indices, 0])
+        if len(shard) and (shard.min() < 0 or shard.max() >= len(self.pack.shards)):
+            raise Malformed(f"index of {self.pack.slice_id}: a row names a shard outside 0..{len(self.pack.shards) - 1}")
+        return shard
 
     def shard_map(self, shard: int) -> mmap.mmap:
         self._owned()
@@ -106,7 +149,7 @@ class PackReader:
 
     def raw_many(self, ids) -> list[tuple[str, dict[str, memoryview]]]:
         """``raw`` for many samples, reading their index rows in one go."""
-        rows = np.asarray(self.index[np.asarray(ids, np.int64)]).tolist()
+        rows = self.rows(ids).tolist()
         out = []
         for i, row in zip(ids, rows):
             view = memoryview(self.shard_map(row[0]))
@@ -118,7 +161,7 @@ class PackReader:
         """``raw_many`` for consecutive samples ``ids`` of one shard, cut from ``shard`` as it
         arrives: each sample's bytes are read once, its members are views into them, and the
         bytes before the first sample are read past (the caller reads the rest, to verify)."""
-        rows = np.asarray(self.index[ids.start : ids.stop]).tolist()
+        rows = self.rows(np.arange(ids.start, ids.stop)).tolist()
         for i, row in zip(ids, rows):
             start, end = row[1], row[2]
             while shard.pos < start:
@@ -150,5 +193,30 @@ class PackReader:
                 f"Run: rayform pull {self.pack.slice_id} --fps {self.pack.fps:g}"
             ) from e
         except IntegrityError as e:
-            e.add_note(f"while reading {what} of {self.pack.slice_id} at {self.pack.fps:g} fps")
-            raise
+            raise type(e)(f"{e} (while reading {what} of {self.pack.slice_id} at {self.pack.fps:g} fps)") from e
+
+
+def _map_index(path, shape: tuple[int, int], what: str) -> np.ndarray:
+    """The index file memory-mapped as int64 ``shape``, after its header and size are checked."""
+    with open(path, "rb") as f:
+        head = f.read(records.NPY_MAX_HEADER)
+        size = os.fstat(f.fileno()).st_size
+    found, dtype, offset = records.npy_header(head, what)
+    if found != shape or dtype != np.dtype("<i8") or size - offset != shape[0] * shape[1] * 8:
+        raise Malformed(f"{what}: {found} {dtype} in {size - offset} bytes, the pack needs {shape} int64")
+    return np.memmap(path, dtype="<i8", mode="r", offset=offset, shape=shape)
+
+
+def _check_rows(rows: np.ndarray, shard_bytes: np.ndarray, columns: int, what: str) -> None:
+    """Every row: a shard that exists, a sample span inside it, every member inside the span."""
+    if not len(rows):
+        return
+    shard, start, end = rows[:, 0], rows[:, 1], rows[:, 2]
+    ok = (shard >= 0) & (shard < len(shard_bytes))
+    size = shard_bytes[np.where(ok, shard, 0)]
+    ok &= (start >= 0) & (start <= end) & (end <= size)
+    offsets, sizes = rows[:, 3:columns:2], rows[:, 4:columns:2]
+    ok &= ((offsets >= start[:, None]) & (sizes >= 0) & (sizes <= end[:, None] - offsets)).all(axis=1)
+    if not ok.all():
+        bad = rows[int(np.flatnonzero(~ok)[0])].tolist()
+        raise Malformed(f"{what}: the row {bad[:8]} points outside its shard; the pack is corrupt or hostile")

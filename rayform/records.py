@@ -1,18 +1,24 @@
 """Safe byte forms of arrays: npy for stored blobs, msgpack for per-sample records.
 
-Nothing here can run code on read: npy is loaded with ``allow_pickle=False`` and
-msgpack is decoded without any ext hooks.
+Nothing here can run code on read, and nothing allocates what a header merely claims:
+an npy header is parsed and its shape checked against the bytes that follow before the
+array is made (as a view of those bytes), and msgpack is decoded without any ext hooks.
+Every malformed input is one :class:`Malformed`.
 """
 
 from __future__ import annotations
 
 import io
+import math
 from typing import Any
 
 import msgpack
 import numpy as np
 
-from rayform.errors import IntegrityError
+from rayform.errors import Malformed
+from rayform.untrusted import dtype as checked_dtype, parsing, shape as checked_shape
+
+NPY_MAX_HEADER = 1 << 16
 
 
 def to_npy(array: np.ndarray) -> bytes:
@@ -21,11 +27,33 @@ def to_npy(array: np.ndarray) -> bytes:
     return buf.getvalue()
 
 
-def from_npy(data: bytes, what: str = "npy blob") -> np.ndarray:
-    try:
-        return np.load(io.BytesIO(data), allow_pickle=False)
-    except ValueError as e:  # object arrays, truncated headers
-        raise IntegrityError(f"{what}: not a plain npy array ({e})") from e
+def npy_header(head: bytes | memoryview, what: str) -> tuple[tuple[int, ...], np.dtype, int]:
+    """``(shape, dtype, data offset)`` of an npy file from its first bytes (C order only)."""
+    with parsing(what):
+        f = io.BytesIO(bytes(head[:NPY_MAX_HEADER]))
+        version = np.lib.format.read_magic(f)
+        if version == (1, 0):
+            header = np.lib.format.read_array_header_1_0(f, max_header_size=NPY_MAX_HEADER)
+        elif version in ((2, 0), (3, 0)):
+            header = np.lib.format.read_array_header_2_0(f, max_header_size=NPY_MAX_HEADER)
+        else:
+            raise Malformed(f"{what}: npy version {version} is not read")
+        shape, fortran, descr = header
+        offset = f.tell()
+    if fortran:
+        raise Malformed(f"{what}: a Fortran-ordered npy array is not read")
+    if not isinstance(descr, np.dtype):
+        raise Malformed(f"{what}: npy dtype {descr!r} refused")
+    return checked_shape(list(shape), what), checked_dtype(descr.str, what, "biuf"), offset
+
+
+def from_npy(data: bytes | memoryview, what: str = "npy blob") -> np.ndarray:
+    """The array in npy bytes, as a read-only view of them; Malformed if the header lies."""
+    shape, dt, offset = npy_header(data, what)
+    need = math.prod(shape) * dt.itemsize
+    if len(data) - offset != need:
+        raise Malformed(f"{what}: its header claims {shape} {dt} ({need} bytes), it holds {len(data) - offset}")
+    return np.frombuffer(data, dtype=dt, count=math.prod(shape), offset=offset).reshape(shape)
 
 
 def pack_array(array: np.ndarray) -> dict[str, Any]:
@@ -34,16 +62,23 @@ def pack_array(array: np.ndarray) -> dict[str, Any]:
     return {"dtype": array.dtype.str, "shape": list(array.shape), "data": array.tobytes()}
 
 
-def unpack_array(obj: dict[str, Any]) -> np.ndarray:
-    dtype = np.dtype(obj["dtype"])
-    if dtype.hasobject:
-        raise IntegrityError(f"record: object dtype {obj['dtype']!r} refused")
-    return np.frombuffer(obj["data"], dtype=dtype).reshape(obj["shape"])
+def unpack_array(obj: Any, what: str = "record") -> np.ndarray:
+    if not isinstance(obj, dict) or not isinstance(obj.get("data"), bytes):
+        raise Malformed(f"{what}: an array entry is not {{dtype, shape, data}}")
+    dt = checked_dtype(obj.get("dtype"), what)
+    shape = checked_shape(obj.get("shape"), what)
+    if len(obj["data"]) != math.prod(shape) * dt.itemsize:
+        raise Malformed(f"{what}: an array of {shape} {dt} holds {len(obj['data'])} bytes")
+    return np.frombuffer(obj["data"], dtype=dt).reshape(shape)
 
 
 def dumps(obj: Any) -> bytes:
     return msgpack.packb(obj, use_bin_type=True)
 
 
-def loads(data: bytes) -> Any:
-    return msgpack.unpackb(data, raw=False, strict_map_key=True)
+def loads(data: bytes | memoryview, what: str = "record") -> Any:
+    with parsing(what):
+        try:
+            return msgpack.unpackb(data, raw=False, strict_map_key=True)
+        except msgpack.exceptions.UnpackException as e:  # not every one is a ValueError
+            raise ValueError(str(e)) from None

@@ -8,7 +8,6 @@ makes a new version, and old versions stay readable (their blobs are never delet
 from __future__ import annotations
 
 import hashlib
-import re
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -16,9 +15,10 @@ from typing import Any
 
 import numpy as np
 
-from rayform import imagecodec, records
-from rayform.errors import InvalidInput, NotFound, SegmentNotFound, StreamNotFound
+from rayform import imagecodec, names, records
+from rayform.errors import InvalidInput, Malformed, NotFound, SegmentNotFound, StreamNotFound
 from rayform.store import Store
+from rayform.untrusted import array_list, mapping, string
 from rayform.streams import (
     FRAMES,
     ArrayStream,
@@ -32,13 +32,10 @@ from rayform.streams import (
 
 SEGMENT_FORMAT = "rayform.segment/1"
 IMAGE_CHUNK_BYTES = 16 << 20  # frames are stored in blobs of about this size
-_SITE = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
 
 
 def check_site(site: str) -> str:
-    if not isinstance(site, str) or not _SITE.match(site):
-        raise InvalidInput(f"site {site!r}: use 1-64 letters, digits, '_', '-' or '.'")
-    return site
+    return names.site(site)
 
 
 def segment_id(site: str, name: str) -> str:
@@ -59,14 +56,16 @@ class Segment:
     """One stored segment version: its manifest, and its stream data read on demand."""
 
     def __init__(self, store: Store, version: str, manifest: Mapping[str, Any]):
+        what = f"segment manifest {version[:16]}"
+        mapping(manifest, what)
         self.store = store
         self.version = version
-        self.id: str = manifest["id"]
-        self.site: str = manifest["site"]
-        self.name: str = manifest["name"]
-        self.meta: dict = dict(manifest.get("meta", {}))
+        self.id: str = names.segment_id(manifest.get("id"), f"{what}: id")
+        self.site: str = names.site(manifest.get("site"), f"{what}: site", trusted=False)
+        self.name: str = string(manifest, "name", what)
+        self.meta: dict = dict(mapping(manifest.get("meta", {}), f"{what}: meta"))
         self.streams: dict[str, StreamInfo] = {
-            n: StreamInfo.from_manifest(n, s) for n, s in manifest["streams"].items()
+            n: StreamInfo.from_manifest(n, s, what) for n, s in mapping(manifest.get("streams"), what).items()
         }
         self._blobs: OrderedDict[str, Any] = OrderedDict()
 
@@ -92,30 +91,47 @@ class Segment:
         return out
 
     def timestamps(self, name: str) -> np.ndarray:
-        return self._npy(self.stream(name).timestamps)
+        info = self.stream(name)
+        return self._checked(self._npy(info.timestamps), (info.count,), "<i8", f"stream {name} timestamps")
 
     def values(self, name: str) -> np.ndarray:
         """All values of an array or pose stream, ``(N, *shape)``."""
         info = self.stream(name)
         if info.is_image:
             raise InvalidInput(f"{self.id}: stream {name!r} holds images, not array values")
-        return self._npy(info.data[0][0])
+        return self._checked(self._npy(info.data[0][0]), (info.count, *info.shape), info.dtype, f"stream {name}")
 
     def frame_bytes(self, name: str, index: int) -> bytes:
         """Frame ``index`` of an encoded image stream, as recorded."""
         info = self.stream(name)
+        if info.sizes is None:
+            raise InvalidInput(f"{self.id}: stream {name!r} holds raw frames, not encoded bytes")
         offsets = self._cached("offsets:" + info.sizes, _offsets_of, info.sizes)
+        if len(offsets) != info.count + 1:
+            raise Malformed(f"{self.id}: stream {name} has {len(offsets) - 1} frame sizes for {info.count} frames")
         blob, first = self._chunk_of(info, index)
         base = offsets[first]
-        return self._raw(blob)[offsets[index] - base : offsets[index + 1] - base]
+        raw = self._raw(blob)
+        start, end = int(offsets[index] - base), int(offsets[index + 1] - base)
+        if not 0 <= start <= end <= len(raw):
+            raise Malformed(f"{self.id}: stream {name} frame {index} lies at bytes {start}-{end} of a {len(raw)}-byte blob")
+        return raw[start:end]
 
     def frame_array(self, name: str, index: int) -> np.ndarray:
         """Frame ``index`` decoded (or as stored, for raw streams), ``(H, W[, C])``."""
         info = self.stream(name)
         if info.encoding == "raw":
             blob, first = self._chunk_of(info, index)
-            return self._npy(blob)[index - first]
-        return imagecodec.decode(self.frame_bytes(name, index), info.encoding)
+            n = dict(info.data)[blob]
+            return self._checked(self._npy(blob), (n, *info.shape), info.dtype, f"stream {name}")[index - first]
+        return imagecodec.decode(self.frame_bytes(name, index), info.encoding, expect=info.shape[:2],
+                                 what=f"{self.id} stream {name} frame {index}")
+
+    def _checked(self, array: np.ndarray, shape: tuple[int, ...], dtype: str, what: str) -> np.ndarray:
+        if array.shape != tuple(shape) or array.dtype != np.dtype(dtype):
+            raise Malformed(f"{self.id}@{self.version[:12]}: {what} is {array.shape} {array.dtype}, "
+                            f"its manifest says {tuple(shape)} {np.dtype(dtype)}")
+        return array
 
     # Blobs are content-addressed, so caching them by hash can never serve stale bytes.
     def _raw(self, digest: str) -> bytes:
@@ -160,7 +176,22 @@ class Segments:
         meta: Mapping[str, Any] | None = None,
     ) -> SegmentRef:
         """Store a segment; returns its id and version (the same version if nothing changed)."""
+        return self.add_many([(site, name, streams, meta)])[0]
+
+    def add_many(self, segments: Sequence[tuple[str, str, Sequence[Stream], Mapping[str, Any] | None]]
+                 ) -> list[SegmentRef]:
+        """Store several segments all or nothing: every one is checked and its data stored
+        before the first becomes visible (its ref is written), so a failure in the last one
+        leaves the store's segments as they were (its blobs stay, unreferenced and harmless)."""
+        refs = [self._put(site, name, streams, meta) for site, name, streams, meta in segments]
+        for ref in refs:
+            self._record_version(ref.id, ref.site, ref.name, ref.version)
+        return refs
+
+    def _put(self, site: str, name: str, streams: Sequence[Stream], meta: Mapping[str, Any] | None) -> SegmentRef:
         check_site(site)
+        if not isinstance(name, str) or not name or len(name) > 1024:
+            raise InvalidInput(f"segment name {str(name)[:80]!r}: a non-empty string of at most 1024 characters")
         if not streams:
             raise InvalidInput(f"segment {site}/{name}: no streams")
         sid = segment_id(site, name)
@@ -179,16 +210,19 @@ class Segments:
             "streams": entries,
         }
         version = self.store.put_json_blob(manifest)
-        self._record_version(sid, site, name, version)
         return SegmentRef(sid, version, site, name)
 
     def get(self, segment_id: str, version: str | None = None) -> Segment:
         """A segment version (the latest when ``version`` is None)."""
+        if not isinstance(segment_id, str) or not names.SEGMENT_ID.fullmatch(segment_id):
+            raise SegmentNotFound(f"{str(segment_id)[:80]!r}: not a segment id (they look like seg_0123456789ab)")
         if version is None:
             versions = self.versions(segment_id)
             version = versions[-1]
+        elif not isinstance(version, str) or not names.DIGEST.fullmatch(version):
+            raise SegmentNotFound(f"{segment_id}@{str(version)[:80]}: not a segment version (64 hex)")
         try:
-            manifest = self.store.get_json_blob(version)
+            manifest = self.store.get_json_blob(version, f"segment manifest of {segment_id}")
         except NotFound:
             raise SegmentNotFound(
                 f"{segment_id}@{version[:12]}: no such segment version in {self.store.display}"
@@ -206,8 +240,10 @@ class Segments:
         prefix = f"refs/segments/{check_site(site)}" if site else "refs/segments"
         out = []
         for key in self.store.list_refs(prefix):
-            ref = self.store.get_ref(key)
-            out.append(SegmentRef(ref["id"], ref["versions"][-1], ref["site"], ref["name"]))
+            parts = key.split("/")
+            if len(parts) == 4 and names.SEGMENT_ID.fullmatch(parts[3].removesuffix(".json")):
+                ref = self._parse_ref(self.store.get_ref(key), key)
+                out.append(SegmentRef(ref["id"], ref["versions"][-1], ref["site"], ref["name"]))
         return sorted(out, key=lambda r: (r.site, r.name))
 
     def sites(self) -> list[str]:
@@ -217,13 +253,26 @@ class Segments:
     def _ref(self, segment_id: str) -> dict:
         for key in self.store.list_refs("refs/segments"):
             if key.endswith(f"/{segment_id}.json"):
-                return self.store.get_ref(key)
+                return self._parse_ref(self.store.get_ref(key), key)
         raise SegmentNotFound(f"{segment_id}: no such segment in {self.store.display}")
+
+    def _parse_ref(self, ref: Any, key: str) -> dict:
+        """A segment ref, checked: its id matches its key, its versions are digests."""
+        what = f"ref {key} in {self.store.display}"
+        mapping(ref, what)
+        sid = names.segment_id(ref.get("id"), f"{what}: id")
+        site = names.site(ref.get("site"), f"{what}: site", trusted=False)
+        if key != f"refs/segments/{site}/{sid}.json":
+            raise Malformed(f"{what}: names the segment {sid} at {site}, which does not live there")
+        versions = [names.digest(v, f"{what}: version") for v in array_list(ref, "versions", what)]
+        if not versions:
+            raise Malformed(f"{what}: no versions")
+        return {"id": sid, "site": site, "name": string(ref, "name", what), "versions": versions}
 
     def _record_version(self, sid: str, site: str, name: str, version: str) -> None:
         key = f"refs/segments/{site}/{sid}.json"
         try:
-            ref = self.store.get_ref(key)
+            ref = self._parse_ref(self.store.get_ref(key), key)
         except NotFound:
             ref = {"id": sid, "site": site, "name": name, "versions": []}
         if ref["versions"] and ref["versions"][-1] == version:
@@ -255,9 +304,13 @@ class Segments:
             if values.shape[1:] != (7,):
                 raise InvalidInput(f"stream {stream.name}: poses are (N, 7) x,y,z,qx,qy,qz,qw; got {values.shape}")
             values = values.astype(np.float64)
+            if not np.all(np.isfinite(values)):
+                bad = int(np.flatnonzero(~np.isfinite(values).all(axis=1))[0])
+                raise InvalidInput(f"stream {stream.name}: pose {bad} is not finite ({values[bad].tolist()})")
             norms = np.linalg.norm(values[:, 3:], axis=1)
-            if not np.all(np.abs(norms - 1) < 1e-3):
-                bad = int(np.flatnonzero(np.abs(norms - 1) >= 1e-3)[0])
+            off = ~(np.abs(norms - 1) < 1e-3)
+            if off.any():
+                bad = int(np.flatnonzero(off)[0])
                 raise InvalidInput(f"stream {stream.name}: quaternion {bad} has norm {norms[bad]:.4f}, not 1")
         elif stream.names is not None:
             names = tuple(stream.names)
@@ -297,7 +350,8 @@ class Segments:
                 data=chunks, encoding="raw", meta=dict(stream.meta),
             )
         encoding = _common_encoding(stream.name, frames)
-        first = imagecodec.decode(frames[0], encoding)
+        first = imagecodec.decode(frames[0], encoding, what=f"stream {stream.name} frame 0")
+        _check_frame_sizes(stream.name, frames, encoding, first.shape[:2])
         return StreamInfo(
             name=stream.name, kind="image", count=len(frames), dtype=first.dtype.str,
             shape=tuple(first.shape), timestamps=self.store.put_blob(records.to_npy(ts)),
@@ -321,7 +375,18 @@ class Segments:
 
 def _offsets_of(sizes_npy: bytes) -> np.ndarray:
     sizes = records.from_npy(sizes_npy, "frame sizes")
+    if sizes.ndim != 1 or sizes.dtype.kind not in "iu" or (len(sizes) and sizes.min() < 0):
+        raise Malformed(f"frame sizes: {sizes.shape} {sizes.dtype} is not a list of byte counts")
     return np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+
+
+def _check_frame_sizes(name: str, frames: Sequence[bytes], encoding: str, size: tuple[int, ...]) -> None:
+    """Every frame of a stream has the first one's height and width (read from its header)."""
+    for i, f in enumerate(frames):
+        hw = imagecodec.dimensions(f, encoding, what=f"stream {name} frame {i}")
+        if hw != tuple(size):
+            raise InvalidInput(f"stream {name}: frame {i} is {hw[1]}x{hw[0]}, frame 0 is {size[1]}x{size[0]}; "
+                               "a stream's frames share one size")
 
 
 def _common_encoding(name: str, frames: Sequence[bytes]) -> str:

@@ -5,21 +5,28 @@ A fetcher thread reads the shard ahead of the reader (network, hashing and the c
 overlap decoding), with one streaming request where the store allows it (``objectread``).
 A dropped connection or a server error mid-shard is retried with exponential backoff and
 the read resumes at the byte where it stopped; when the retries run out it is one error
-naming the shard and the store. Bytes reach the reader as they arrive, so the first
-samples of a shard are used before the shard has finished arriving; a shard whose bytes
-do not match its name raises at its end and is not kept.
+naming the shard and the store.
+
+No byte reaches the reader before it is verified: the pack names the sha256 of every
+chunk (1 MiB) of every shard, and the fetcher hands over a chunk only once its bytes
+match, so the first samples of a shard are used before the shard has finished arriving
+and a flipped bit stops the stream at its chunk, before it is decoded. At the shard's end
+the whole is checked against its name before it is renamed into the cache. (A pack made
+before chunk digests existed is fetched whole into the cache, verified, then read.)
 """
 
 from __future__ import annotations
 
+import hashlib
 import queue
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 
 from rayform import objectread
-from rayform.cache import CacheWriter, verify_once
-from rayform.errors import IntegrityError, NotFound, OfflineError, RayformError, StoreError
+from rayform.cache import CacheWriter
+from rayform.files import verify_once
+from rayform.errors import IntegrityError, InvalidInput, NotFound, OfflineError, RayformError, StoreError
 from rayform.store import Store
 
 STREAM_CHUNK = 1 << 20  # what the fetcher hands the reader at a time: the first samples come early
@@ -30,11 +37,23 @@ _JOIN_S = 10.0  # how long closing waits for the fetcher to notice (it drops its
 
 @dataclass(frozen=True)
 class Retry:
-    """How a read that failed mid-shard is tried again."""
+    """How a read that failed or stalled mid-shard is tried again: ``attempts`` more tries,
+    ``backoff_s`` doubling up to ``max_backoff_s`` between them; a request that sends no
+    byte for ``timeout_s`` seconds counts as failed (on the streaming GET path; stores read
+    through fsspec's own file objects use that filesystem's timeouts)."""
 
     attempts: int = 5
     backoff_s: float = 0.2
     max_backoff_s: float = 5.0
+    timeout_s: float = 60.0
+
+    def __post_init__(self) -> None:
+        for name in ("attempts", "backoff_s", "max_backoff_s", "timeout_s"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1e6:
+                raise InvalidInput(f"Retry {name} {value!r}: must be a number in [0, 1e6)")
+        if self.timeout_s <= 0:
+            raise InvalidInput(f"Retry timeout_s {self.timeout_s!r}: must be > 0")
 
     def delay(self, attempt: int) -> float:
         return min(self.max_backoff_s, self.backoff_s * (2**attempt))
@@ -59,11 +78,14 @@ class ShardStream:
     reader is, ``fetched`` how far the fetcher got.
     """
 
-    def __init__(self, store: Store, digest: str, size: int, what: str, retry: Retry = Retry()):
+    def __init__(self, store: Store, digest: str, size: int, what: str, retry: Retry = Retry(),
+                 chunks: bytes | None = None, chunk_bytes: int = 0):
         self.store, self.digest, self.size, self.what, self.retry = store, digest, size, what, retry
+        self.chunks, self.chunk_bytes = chunks, chunk_bytes
         self.pos = self.fetched = 0
         self.failures = 0  # reads that failed and were resumed
         self.from_cache = False
+        self._verdict: IntegrityError | None = None
         self._file = None
         self._fetcher: threading.Thread | None = None
         local = local_copy(store, digest)
@@ -75,18 +97,49 @@ class ShardStream:
             raise IntegrityError(f"{what} ({digest[:16]}) in {store.display}: its bytes do not match its name")
         if store.offline:
             raise OfflineError(f"{what} ({digest[:16]}): not in the cache {store.cache.root}")
-        self._arriving = CacheWriter(store.cache.blob_path(digest), digest)
+        self._arriving = CacheWriter(store.cache, digest)
+        self._pending = bytearray()  # arrived, not yet a whole chunk: not verified, not handed over
+        self._verified = 0
         self._chunks: queue.Queue = queue.Queue(maxsize=READ_AHEAD)
         self._stop = threading.Event()
         self._buf, self._off = b"", 0
         self._done = False
-        self._verdict: IntegrityError | None = None
         self._fetcher = threading.Thread(target=self._fetch, name=f"rayform-fetch-{digest[:8]}", daemon=True)
         self._fetcher.start()
 
     # -- the fetcher (its own thread) ------------------------------------------------------
+    @property
+    def verified_chunks(self) -> bool:
+        """True if every byte handed over is verified first (the pack names chunk digests)."""
+        return self.from_cache or self.chunks is not None
+
     def _open_remote(self) -> objectread.SequentialRead:
-        return objectread.open_at(self.store.fs, self.store.blob_path(self.digest), self.fetched, STREAM_BLOCK)
+        return objectread.open_at(self.store.fs, self.store.blob_path(self.digest), self.fetched, STREAM_BLOCK,
+                                  self.retry.timeout_s)
+
+    def _hand_over(self, data: bytes, end: bool) -> None:
+        """Queue ``data`` for the reader: with chunk digests, only whole chunks that match."""
+        if self.chunks is None:
+            self._put(data)
+            return
+        if data:
+            self._pending += data
+        while self._pending:
+            k = self._verified // self.chunk_bytes
+            need = min(self.chunk_bytes, self.size - self._verified)
+            if len(self._pending) < need and not end:
+                return
+            chunk = bytes(self._pending[:need])
+            expected = self.chunks[32 * k : 32 * k + 32]
+            if len(chunk) != need or hashlib.sha256(chunk).digest() != expected:
+                raise IntegrityError(
+                    f"{self.what} ({self.digest[:16]}) from {self.store.display}: chunk {k} (bytes "
+                    f"{self._verified}-{self._verified + need}) does not match the pack's digest. The store's "
+                    "copy is corrupt; nothing of it was used or cached"
+                )
+            del self._pending[:need]
+            self._verified += need
+            self._put(chunk)
 
     def _fetch(self) -> None:
         """Read the shard into the cache and the queue; the last item is None (whole and
@@ -119,12 +172,16 @@ class ShardStream:
                     attempt += 1
                     continue
                 if not data:
-                    self._arriving.commit(f"{self.what} ({self.digest[:16]}) from {self.store.display}")
+                    self._hand_over(b"", end=True)
+                    try:
+                        self._arriving.commit(f"{self.what} ({self.digest[:16]}) from {self.store.display}")
+                    except IntegrityError as e:  # every chunk matched, the whole does not: said at its end
+                        last = _Verdict(e)
                     break
                 attempt = 0
                 self._arriving.write(data)
                 self.fetched += len(data)
-                self._put(data)
+                self._hand_over(data, end=False)
         except BaseException as e:  # handed to the reader, never lost in this thread
             last = e
         finally:
@@ -154,8 +211,8 @@ class ShardStream:
                     self._buf, self._off = item, 0
                     continue
                 self._done = True
-                if isinstance(item, IntegrityError):
-                    self._verdict = item  # every byte was handed over: raised by finish()
+                if isinstance(item, _Verdict):
+                    self._verdict = item.error  # every byte was handed over: raised by finish()
                 elif item is not None:
                     raise item
                 break
@@ -189,6 +246,13 @@ class ShardStream:
             self._fetcher = None
 
 
+@dataclass(frozen=True)
+class _Verdict:
+    """The shard's bytes, all handed over, do not hash to its name (raised by ``finish``)."""
+
+    error: IntegrityError
+
+
 def _close_quietly(src: objectread.SequentialRead | None) -> None:
     if src is not None:
         try:
@@ -199,9 +263,9 @@ def _close_quietly(src: objectread.SequentialRead | None) -> None:
 
 
 def open_shard(store: Store, digest: str, size: int, what: str, slice_id: str, fps: float,
-               retry: Retry = Retry()) -> ShardStream:
+               retry: Retry = Retry(), chunks: bytes | None = None, chunk_bytes: int = 0) -> ShardStream:
     try:
-        return ShardStream(store, digest, size, what, retry)
+        return ShardStream(store, digest, size, what, retry, chunks, chunk_bytes)
     except OfflineError as e:
         raise OfflineError(
             f"{slice_id}: {what} ({digest[:16]}) is not in the cache and RAYFORM_OFFLINE=1. "

@@ -10,9 +10,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Union
 
-from rayform.errors import InvalidInput, NotFound, OfflineError, SliceNotFound
+from rayform import names
+from rayform.errors import InvalidInput, Malformed, NotFound, OfflineError, SliceNotFound
 from rayform.segments import Segment, SegmentRef, Segments, check_site
 from rayform.store import Store, StoreRef
+from rayform.untrusted import array_list, integer, mapping, string
 
 SLICE_FORMAT = "rayform.slice/1"
 ID_HEX = 8
@@ -44,8 +46,12 @@ class Slice:
         self._store = store if isinstance(store, Store) else None
         self.id = id
         self.digest = digest
-        self.name: str | None = manifest.get("name")
-        self.segments: tuple[SliceSegment, ...] = tuple(SliceSegment(**s) for s in manifest["segments"])
+        what = f"slice manifest {digest[:16]} of {id}"
+        if mapping(manifest, what).get("format") != SLICE_FORMAT:
+            raise Malformed(f"{what}: format {str(manifest.get('format'))[:40]!r}, not {SLICE_FORMAT}")
+        self.name: str | None = string(manifest, "name", what, optional=True)
+        self.segments: tuple[SliceSegment, ...] = tuple(
+            _slice_segment(s, f"{what}, segment {i}") for i, s in enumerate(array_list(manifest, "segments", what)))
 
     def __repr__(self) -> str:
         return f"Slice({self.id!r}, name={self.name!r}, segments={len(self.segments)})"
@@ -81,8 +87,26 @@ class Slice:
         return Segments(self.store).get(s.id, s.version)
 
 
+def _slice_segment(doc: Any, what: str) -> SliceSegment:
+    mapping(doc, what)
+    return SliceSegment(
+        names.segment_id(doc.get("id"), f"{what}: id"),
+        names.digest(doc.get("version"), f"{what}: version"),
+        names.site(doc.get("site"), f"{what}: site", trusted=False),
+        integer(doc, "start_ns", what, -(1 << 63), (1 << 63) - 1, optional=True),
+        integer(doc, "end_ns", what, -(1 << 63), (1 << 63) - 1, optional=True),
+    )
+
+
 def _rebuild_slice(store_ref: StoreRef, id: str, digest: str, manifest: dict) -> Slice:
     return Slice(store_ref, id, digest, manifest)
+
+
+def _ref_manifest(ref: Any, slice_id: str, what: str) -> str:
+    """The manifest digest a slice ref names, after checking the ref is this slice's."""
+    if mapping(ref, what).get("id") != slice_id:
+        raise Malformed(f"{what}: names the slice {str(ref.get('id'))[:80]!r}, not {slice_id}")
+    return names.digest(ref.get("manifest"), f"{what}: manifest")
 
 
 class Slices:
@@ -126,8 +150,8 @@ class Slices:
 
     def get(self, slice_id: str) -> Slice:
         """The slice with this id; SliceNotFound (a KeyError) naming the id and store if none."""
-        if not isinstance(slice_id, str) or not slice_id.startswith("slc_"):
-            raise SliceNotFound(f"{slice_id!r}: not a slice id (they look like slc_7c1e04aa)")
+        if not isinstance(slice_id, str) or not names.SLICE_ID.fullmatch(slice_id):
+            raise SliceNotFound(f"{str(slice_id)[:80]!r}: not a slice id (they look like slc_7c1e04aa)")
         try:
             ref = self.store.get_ref(f"refs/slices/{slice_id}.json")
         except OfflineError:
@@ -140,13 +164,16 @@ class Slices:
                 f"{slice_id}: no such slice in {self.store.display}. "
                 "List them with: rayform slices ls"
             ) from None
-        manifest = self.store.get_json_blob(ref["manifest"])
-        return Slice(self.store, slice_id, ref["manifest"], manifest)
+        digest = _ref_manifest(ref, slice_id, f"ref of {slice_id} in {self.store.display}")
+        manifest = self.store.get_json_blob(digest, f"slice manifest of {slice_id}")
+        return Slice(self.store, slice_id, digest, manifest)
 
     def list(self) -> list[Slice]:
         out = []
         for key in self.store.list_refs("refs/slices"):
-            out.append(self.get(key.rsplit("/", 1)[-1][: -len(".json")]))
+            sid = key.rsplit("/", 1)[-1][: -len(".json")]
+            if key.count("/") == 2 and names.SLICE_ID.fullmatch(sid):
+                out.append(self.get(sid))
         return out
 
     # -- internals ---------------------------------------------------------------------
@@ -176,7 +203,7 @@ class Slices:
             except NotFound:
                 self.store.put_ref(key, {"id": slice_id, "manifest": digest})
                 return slice_id
-            if existing["manifest"] == digest:
+            if _ref_manifest(existing, slice_id, f"ref of {slice_id} in {self.store.display}") == digest:
                 return slice_id
         raise AssertionError("unreachable: a full digest cannot collide with another")
 

@@ -34,7 +34,7 @@ def reader_rng(seed: int, epoch: int, rank: int, worker: int) -> random.Random:
     return random.Random(int(state[0]) << 64 | int(state[1]))
 
 
-def opened_ahead(runs: list[Run], pack: Pack, store: Store, retry: Retry = Retry()
+def opened_ahead(runs: list[Run], pack: Pack, store: Store, reader: PackReader, retry: Retry = Retry()
                  ) -> Iterator[tuple[int, Run, ShardStream | None]]:
     """Each run with its shard's stream, or None where a verified local copy is read by
     offset. The next run's stream is opened while this run is read, so its shard's first
@@ -43,7 +43,8 @@ def opened_ahead(runs: list[Run], pack: Pack, store: Store, retry: Retry = Retry
         info = pack.shards[run.shard]
         if local_copy(store, info.sha256) is not None:
             return None
-        return open_shard(store, info.sha256, info.bytes, f"shard {run.shard}", pack.slice_id, pack.fps, retry)
+        return open_shard(store, info.sha256, info.bytes, f"shard {run.shard}", pack.slice_id, pack.fps, retry,
+                          reader.shard_chunks(run.shard), pack.chunk_bytes)
 
     pending: ShardStream | None = None
     try:
@@ -63,10 +64,13 @@ def run_samples(runs: list[Run], pack: Pack, store: Store, reader: PackReader, r
     """Each run's raw samples, in order, by offset: from a verified local copy, else cut from
     its shard as it streams from the store into the cache (verified at the shard's end)."""
     first_row = np.concatenate([[0], np.cumsum([s.samples for s in pack.shards])])
-    for n, run, stream in opened_ahead(runs, pack, store, retry):
+    for n, run, stream in opened_ahead(runs, pack, store, reader, retry):
         url = f"{pack.shards[run.shard].sha256}#{n}"
         base = int(first_row[run.shard])
         ids = range(base + run.first, base + run.stop)
+        if stream is not None and not stream.verified_chunks:
+            stream.finish()  # a pack without chunk digests: the whole shard is verified first
+            stream = None
         if stream is None:
             samples = reader.raw_many(ids)
         else:

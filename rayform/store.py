@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,9 +26,13 @@ from urllib.parse import urlsplit, urlunsplit
 
 import fsspec
 
-from rayform import config
-from rayform.cache import ShardCache, hash_file, unlink_if_present, verify_once
-from rayform.errors import BlobNotFound, IntegrityError, NotFound, OfflineError, StoreError
+from rayform import config, names
+from rayform.cache import ShardCache
+from rayform.errors import BlobNotFound, IntegrityError, InvalidInput, NotFound, OfflineError, StoreError
+from rayform.files import copy_atomic, hash_file, sweep_temporaries, verify_once, write_atomic
+from rayform.untrusted import json_document
+
+log = logging.getLogger("rayform")
 
 CHUNK = 4 << 20
 # Filesystems whose single put is atomic: the object appears whole or not at all.
@@ -83,13 +87,17 @@ class Store:
     ):
         url = os.fspath(url) if url is not None else config.store_url()
         self.storage_options = dict(storage_options or {})
-        self.fs, root = fsspec.core.url_to_fs(url, **self.storage_options)
+        self.fs, root = _filesystem(url, self.storage_options)
         self.protocol = self.fs.protocol if isinstance(self.fs.protocol, str) else self.fs.protocol[0]
         self.is_local = self.protocol in ("file", "local")
         self.root = root.rstrip("/") if not self.is_local else str(Path(root).resolve())
         self.url = self.root if self.is_local else url.rstrip("/")
         if self.is_local:
-            os.makedirs(self.root, exist_ok=True)
+            try:
+                os.makedirs(self.root, exist_ok=True)
+            except OSError as e:
+                raise StoreError(f"store {self.root}: cannot be made ({e.strerror or e}). "
+                                 "Pass a writable directory (--store, or RAYFORM_STORE)") from None
         self.cache = None if self.is_local else (cache or ShardCache())
         self.id = sha256_hex(redact(self.url).encode())[:16]  # names this store in the cache
 
@@ -106,11 +114,11 @@ class Store:
 
     # -- paths -------------------------------------------------------------------------
     def _path(self, key: str) -> str:
-        return f"{self.root}/{key}"
+        return f"{self.root}/{names.key(key)}"
 
     @staticmethod
     def blob_key(digest: str) -> str:
-        _check_digest(digest)
+        names.digest(digest)
         return f"blobs/{digest[:2]}/{digest}"
 
     def blob_path(self, digest: str) -> str:
@@ -127,14 +135,22 @@ class Store:
                 "Unset RAYFORM_OFFLINE, or run `rayform pull <slice>` first"
             )
 
+    def _guard_offline_write(self) -> None:
+        if self.offline:
+            raise OfflineError(
+                f"{self.display}: RAYFORM_OFFLINE=1 forbids writing to a non-local store. "
+                "Unset RAYFORM_OFFLINE to write to it, or use a local store (--store DIR)"
+            )
+
     # -- blobs -------------------------------------------------------------------------
     def has_blob(self, digest: str) -> bool:
         if self.offline:
             return self.cache.has(digest)
-        return self.fs.exists(self.blob_path(digest))
+        return self._wrap_read(self.fs.exists, self.blob_path(digest))
 
     def put_blob(self, data: bytes | memoryview) -> str:
         """Store ``data`` under its sha256 and return the hex digest (a no-op if present)."""
+        self._guard_offline_write()
         digest = sha256_hex(data)
         path = self.blob_path(digest)
         if not self._exists_for_write(path):
@@ -143,21 +159,13 @@ class Store:
 
     def put_blob_file(self, local_path: str | os.PathLike, digest: str | None = None) -> str:
         """Store a local file as a blob, streamed, hashing it unless ``digest`` is given."""
+        self._guard_offline_write()
         digest = digest or hash_file(Path(local_path))
         path = self.blob_path(digest)
         if self._exists_for_write(path):
             return digest
         if self.is_local:
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-")
-            os.close(fd)
-            try:
-                _copy_file(local_path, tmp)
-                os.chmod(tmp, 0o644)
-                os.replace(tmp, path)
-            except BaseException:
-                unlink_if_present(tmp)
-                raise
+            self._local_write(copy_atomic, local_path, path)
         elif self.protocol in _ATOMIC_PUT:
             self._wrap(self.fs.put_file, os.fspath(local_path), path)
         else:
@@ -207,34 +215,34 @@ class Store:
 
     def open_blob(self, digest: str) -> IO[bytes]:
         """A raw stream of a blob, NOT verified: the caller hashes what it reads."""
-        self._guard_offline()
         try:
-            return self.fs.open(self.blob_path(digest), "rb", block_size=CHUNK)
+            return self._wrap_read(self.fs.open, self.blob_path(digest), "rb", CHUNK)
         except FileNotFoundError as e:
             raise BlobNotFound(f"blob {digest[:16]}: not in {self.display}") from e
 
     def blob_size(self, digest: str) -> int:
-        self._guard_offline()
         try:
-            return int(self.fs.size(self.blob_path(digest)))
+            return int(self._wrap_read(self.fs.size, self.blob_path(digest)))
         except FileNotFoundError as e:
             raise BlobNotFound(f"blob {digest[:16]}: not in {self.display}") from e
 
-    def get_json_blob(self, digest: str) -> Any:
-        return json.loads(self.get_blob(digest))
+    def get_json_blob(self, digest: str, what: str = "manifest") -> dict[str, Any]:
+        """A JSON object stored as a blob (verified, then parsed as untrusted)."""
+        return json_document(self.get_blob(digest), f"{what} {digest[:16]} in {self.display}")
 
     def put_json_blob(self, obj: Any) -> str:
         return self.put_blob(canonical_json(obj))
 
     # -- refs --------------------------------------------------------------------------
-    def get_ref(self, key: str) -> Any:
-        """A small JSON document at ``key``; NotFound if absent.
+    def get_ref(self, key: str) -> dict[str, Any]:
+        """A small JSON document at ``key``; NotFound if absent, Malformed if not a JSON object.
 
-        A remote store's refs are copied into the cache as they are read, and read from
-        there when offline.
+        A remote store's refs are copied into the cache as they are read (only once they
+        parse), and read from there when offline.
         """
+        what = f"ref {key} in {self.display}"
         if self.cache is None:
-            return json.loads(self._read(self._path(key), key))
+            return json_document(self._read(self._path(key), key), what)
         if self.offline:
             cached = self.cache.get_ref(self.id, key)
             if cached is None:
@@ -244,66 +252,105 @@ class Store:
                 )
             return cached
         data = self._read(self._path(key), key)
+        doc = json_document(data, what)  # a ref that does not parse never reaches the cache
         if self.cache.get_ref(self.id, "store.json") is None:  # lets `rayform cache` name the store
             self.cache.put_ref(self.id, "store.json", canonical_json({"url": self.display}))
         self.cache.put_ref(self.id, key, data)
-        return json.loads(data)
+        return doc
 
     def put_ref(self, key: str, obj: Any) -> None:
+        self._guard_offline_write()
         self._write_atomic(self._path(key), canonical_json(obj))
 
     def has_ref(self, key: str) -> bool:
         if self.offline:
             return self.cache.get_ref(self.id, key) is not None
-        return self.fs.exists(self._path(key))
+        return self._wrap_read(self.fs.exists, self._path(key))
 
     def list_refs(self, prefix: str) -> Iterator[str]:
-        """Keys of the refs below ``prefix`` (recursively), sorted."""
+        """Keys of the refs below ``prefix`` (recursively), sorted.
+
+        A key that is not a rayform name (``..``, a leading dot, odd characters) is skipped
+        with a warning: a listing is untrusted input. Offline, the refs this cache holds of
+        the store are listed; a cache that never saw the store is an OfflineError.
+        """
         if self.offline:
+            if not self.cache.has_store(self.id):
+                raise OfflineError(
+                    f"{self.display}: nothing of this store is in the cache {self.cache.root}, and "
+                    "RAYFORM_OFFLINE=1 forbids listing it. Unset RAYFORM_OFFLINE, or run `rayform pull <slice>` first"
+                )
             return self.cache.list_refs(self.id, prefix)
         base = self._path(prefix).rstrip("/")
         try:
-            found = self.fs.find(base)
+            found = self._wrap_read(self.fs.find, base)
         except FileNotFoundError:
-            return iter(())
+            found = []
+        if not found:
+            self._check_exists()
         root = self.root.rstrip("/") + "/"
         keys = []
         for path in found:
             rel = path[len(root):] if path.startswith(root) else path
-            if rel.endswith(".json") and not os.path.basename(rel).startswith(".tmp-"):
+            if not rel.endswith(".json") or os.path.basename(rel).startswith("."):
+                continue
+            if names.is_key(rel) and rel.startswith(prefix.rstrip("/") + "/"):
                 keys.append(rel)
+            else:
+                log.warning("rayform: %s: ignoring the key %r (not a rayform name)", self.display, rel[:120])
         return iter(sorted(keys))
 
+    def sweep_temporaries(self) -> int:
+        """Delete what killed writers left in a local store (ours only, stale only)."""
+        return sweep_temporaries(self.root) if self.is_local else 0
+
     # -- internals ---------------------------------------------------------------------
+    def _check_exists(self) -> None:
+        """An empty listing of a store whose bucket (or directory) does not exist is an error."""
+        if self.is_local or self.protocol in ("memory", "http", "https"):
+            return
+        bucket = self.root.split("/", 1)[0]
+        if not self._wrap_read(self.fs.exists, bucket):
+            raise StoreError(f"{self.display}: no such bucket ({bucket}). Create it, or check the store URL")
+
     def _exists_for_write(self, path: str) -> bool:
         try:
             return self.fs.exists(path)
-        except OSError as e:
-            raise StoreError(f"{self.display}: cannot reach the store ({e})") from e
+        except Exception as e:
+            raise _store_error(self.display, "cannot reach the store", e) from e
 
     def _read(self, path: str, what: str) -> bytes:
         self._guard_offline()
         try:
             return self.fs.cat_file(path)
         except FileNotFoundError as e:
-            cls = BlobNotFound if path.startswith(self._path("blobs/")) else NotFound
+            cls = BlobNotFound if path.startswith(f"{self.root}/blobs/") else NotFound
             raise cls(f"{what[:40]}: not in {self.display}") from e
+        except (IsADirectoryError, NotADirectoryError) as e:
+            raise NotFound(f"{what[:40]}: not in {self.display}") from e
+        except Exception as e:
+            raise _store_error(self.display, f"cannot read {what[:40]}", e) from e
+
+    def _wrap_read(self, fn, *args):
+        self._guard_offline()
+        try:
+            return fn(*args)
+        except FileNotFoundError:
+            raise
+        except Exception as e:
+            raise _store_error(self.display, "cannot read", e) from e
+
+    def _local_write(self, write, *args) -> None:
+        try:
+            write(*args)
         except OSError as e:
-            raise StoreError(f"{self.display}: cannot read {what[:40]} ({e})") from e
+            raise StoreError(f"{self.display}: cannot write ({e.strerror or e}). "
+                             "Check the directory's permissions and free space") from None
 
     def _write_atomic(self, path: str, data: bytes) -> None:
+        self._guard_offline_write()
         if self.is_local:
-            directory = os.path.dirname(path)
-            os.makedirs(directory, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-")
-            try:
-                with os.fdopen(fd, "wb") as f:
-                    f.write(data)
-                os.chmod(tmp, 0o644)  # mkstemp's 0600 would hide a shared store from other users
-                os.replace(tmp, path)
-            except BaseException:
-                unlink_if_present(tmp)
-                raise
+            self._local_write(write_atomic, path, data)
         elif self.protocol in _ATOMIC_PUT:
             self._wrap(self.fs.pipe_file, path, data)
         else:
@@ -314,16 +361,29 @@ class Store:
     def _wrap(self, fn, *args):
         try:
             return fn(*args)
-        except OSError as e:
-            raise StoreError(f"{self.display}: write failed ({e})") from e
+        except Exception as e:
+            raise _store_error(self.display, "write failed", e) from e
 
 
-def _copy_file(src: str | os.PathLike, dst: str) -> None:
-    with open(src, "rb") as fi, open(dst, "wb") as fo:
-        while chunk := fi.read(CHUNK):
-            fo.write(chunk)
+def _filesystem(url: str, storage_options: dict) -> tuple[Any, str]:
+    try:
+        return fsspec.core.url_to_fs(url, **storage_options)
+    except ImportError as e:
+        raise InvalidInput(f"store {redact(url)}: its filesystem is not installed ({e}). "
+                           "For s3:// run: pip install 'rayform[s3]'") from None
+    except (ValueError, TypeError) as e:
+        raise InvalidInput(f"store {redact(url)}: not a store URL fsspec can open ({e})") from None
 
 
-def _check_digest(digest: str) -> None:
-    if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
-        raise IntegrityError(f"{digest[:70]!r}: not a sha256 hex digest")
+def _store_error(display: str, doing: str, e: BaseException) -> StoreError:
+    """One line for a failure of the store's backend (credentials, permissions, network)."""
+    kind = type(e).__name__
+    text = str(e).split("\n", 1)[0][:200]
+    fix = {
+        "NoCredentialsError": "set AWS credentials (env, ~/.aws, or storage options key/secret)",
+        "PermissionError": "check the credentials and the bucket's permissions",
+        "EndpointConnectionError": "check the endpoint URL and the network",
+        "ClientConnectorError": "check the endpoint URL and the network",
+        "ConnectionError": "check the endpoint URL and the network",
+    }.get(kind, "check the store URL, credentials and network")
+    return StoreError(f"{display}: {doing} ({kind}: {text}). {fix[0].upper() + fix[1:]}")

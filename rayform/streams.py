@@ -20,9 +20,13 @@ from typing import Any
 
 import numpy as np
 
-from rayform.errors import InvalidInput
+from rayform import names
+from rayform.errors import InvalidInput, Malformed
+from rayform.frames import FRAMES
+from rayform.untrusted import array_list, dtype as checked_dtype, integer, mapping, parsing, shape as checked_shape, string
 
-FRAMES = ("ros", "optical", "opengl")
+KINDS = ("image", "array", "pose")
+MAX_COUNT = 1 << 40
 RESERVED = {"action", "action_is_pad", "t_ns", "meta", "lowdim"}
 _NAME = re.compile(r"^[A-Za-z0-9_\-]+(/[A-Za-z0-9_\-]+)*$")
 
@@ -124,21 +128,56 @@ class StreamInfo:
         return out
 
     @classmethod
-    def from_manifest(cls, name: str, m: Mapping[str, Any]) -> StreamInfo:
+    def from_manifest(cls, name: str, m: Mapping[str, Any], what: str = "segment manifest") -> StreamInfo:
+        """A stream entry of a stored segment manifest, every field checked (it is untrusted)."""
+        what = f"{what}, stream {str(name)[:80]!r}"
+        try:
+            check_stream_name(name)
+        except InvalidInput:
+            raise Malformed(f"{what}: not a stream name") from None
+        mapping(m, what)
+        kind = m.get("kind")
+        if kind not in KINDS:
+            raise Malformed(f"{what}: kind {str(kind)[:20]!r} is not one of {KINDS}")
+        count = integer(m, "count", what, 1, MAX_COUNT)
+        dt = checked_dtype(m.get("dtype"), what, "biuf")
+        data = []
+        for d in array_list(m, "data", what):
+            with parsing(what):
+                blob, n = d
+            data.append((names.digest(blob, f"{what}: data blob"), integer({"n": n}, "n", what, 1, MAX_COUNT)))
+        if not data or sum(n for _, n in data) != count or (kind != "image" and len(data) != 1):
+            raise Malformed(f"{what}: its data blobs hold {sum(n for _, n in data)} values, it claims {count}")
+        encoding = string(m, "encoding", what, optional=True)
+        sizes = m.get("sizes")
+        if kind == "image":
+            if encoding not in ("jpeg", "png", "raw"):
+                raise Malformed(f"{what}: image encoding {str(encoding)[:20]!r} is not jpeg, png or raw")
+            if (encoding == "raw") != (sizes is None):
+                raise Malformed(f"{what}: {'raw frames have no' if encoding == 'raw' else 'encoded frames need'} sizes")
+        elif encoding is not None or sizes is not None:
+            raise Malformed(f"{what}: an {kind} stream has no encoding or sizes")
+        frame = string(m, "frame", what, optional=True)
+        if frame is not None and frame not in FRAMES:
+            raise Malformed(f"{what}: frame {frame[:20]!r} is not one of {FRAMES}")
+        stream_names = m.get("names")
+        if stream_names is not None and not (isinstance(stream_names, list) and all(isinstance(x, str) for x in stream_names)):
+            raise Malformed(f"{what}: names is not a list of strings")
+        meta = m.get("meta", {})
         return cls(
             name=name,
-            kind=m["kind"],
-            count=int(m["count"]),
-            dtype=m["dtype"],
-            shape=tuple(m["shape"]),
-            timestamps=m["timestamps"],
-            data=tuple((d[0], int(d[1])) for d in m["data"]),
-            encoding=m.get("encoding"),
-            sizes=m.get("sizes"),
-            units=m.get("units"),
-            names=tuple(m["names"]) if m.get("names") is not None else None,
-            frame=m.get("frame"),
-            meta=m.get("meta", {}),
+            kind=kind,
+            count=count,
+            dtype=dt.str,
+            shape=checked_shape(m.get("shape"), what),
+            timestamps=names.digest(m.get("timestamps"), f"{what}: timestamps"),
+            data=tuple(data),
+            encoding=encoding,
+            sizes=None if sizes is None else names.digest(sizes, f"{what}: sizes"),
+            units=string(m, "units", what, optional=True),
+            names=tuple(stream_names) if stream_names is not None else None,
+            frame=frame,
+            meta=dict(mapping(meta, f"{what}: meta")),
         )
 
     def describe(self) -> str:

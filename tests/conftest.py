@@ -167,7 +167,10 @@ def s3_demo(s3_endpoint, tmp_path_factory) -> tuple[str, dict, str]:
 
     client.store.cache = ShardCache(tmp_path_factory.mktemp("writer-cache"))
     s = client.slices.create(ingest_demo(client, "lab", SMALL_DEMO), name="small")
-    client.pack(s, 15, workers=1, progress=False, shard_bytes=150_000)
+    # 16 KiB chunks: each small shard is verified in ten or so chunks as it streams
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("rayform.pack.shards.CHUNK_BYTES", 16 << 10)
+        client.pack(s, 15, workers=1, progress=False, shard_bytes=150_000)
     return url, options, s.id
 
 

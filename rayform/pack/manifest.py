@@ -1,13 +1,25 @@
-"""A stored pack: its manifest, and the per-sample offset index it names."""
+"""A stored pack: its manifest, and the per-sample offset index it names.
+
+A pack manifest comes from the store, so it is untrusted: every name in it is checked
+against its grammar, every count and size bounded and cross-checked, before it is used.
+"""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from rayform import names
+from rayform.errors import Malformed
 from rayform.pack.render import LOWDIM, StreamSchema
 from rayform.pack.spec import PACK_FORMAT, PackSpec
+from rayform.untrusted import array_list, integer, mapping, parsing
+
+MAX_SHARD_BYTES = 1 << 40
+MAX_SAMPLES = 1 << 40
+CHUNK_BYTES = (1 << 12, 1 << 26)  # the smallest and largest chunk size a manifest may give
 
 
 @dataclass(frozen=True)
@@ -23,25 +35,52 @@ class Pack:
     The index blob is an int64 ``(samples, 3 + 2*members)`` array: shard number, sample
     start and end offsets in that shard, then ``(data offset, size)`` of each member in
     ``members`` order. Samples are numbered in shard order.
+
+    ``chunk_blob`` (packs made since chunk hashes exist) names the sha256 of every
+    ``chunk_bytes`` of every shard, 32 raw bytes each, shard after shard: a shard arriving
+    from the store is verified chunk by chunk, before any of its bytes is used.
     """
 
     def __init__(self, digest: str, manifest: Mapping[str, Any]):
+        what = f"pack manifest {digest[:16]}"
+        mapping(manifest, what)
         if manifest.get("format") != PACK_FORMAT:
-            raise ValueError(f"pack {digest[:12]}: format {manifest.get('format')!r}, not {PACK_FORMAT}")
+            raise Malformed(f"{what}: format {str(manifest.get('format'))[:40]!r}, not {PACK_FORMAT}")
         self.digest = digest
         self.manifest = dict(manifest)
-        self.slice_id: str = manifest["slice"]
-        self.spec = PackSpec.from_manifest(manifest["spec"])
-        self.schema: dict[str, StreamSchema] = {
-            n: StreamSchema.from_manifest(n, s) for n, s in manifest["schema"].items()
-        }
-        self.members: list[str] = list(manifest["members"])
-        self.shards: tuple[ShardInfo, ...] = tuple(ShardInfo(**s) for s in manifest["shards"])
-        self.index_blob: str = manifest["index"]
-        self.samples: int = manifest["samples"]
-        self.instants: int = manifest["instants"]
-        self.dropped: dict[str, Any] = manifest["dropped"]
-        self.segments: list[dict[str, Any]] = manifest["segments"]
+        self.slice_id: str = names.slice_id(manifest.get("slice"), f"{what}: slice")
+        with parsing(what):
+            self.spec = PackSpec.from_manifest(dict(mapping(manifest.get("spec"), f"{what}: spec")))
+            self.schema: dict[str, StreamSchema] = {
+                n: StreamSchema.from_manifest(n, s, what) for n, s in mapping(manifest.get("schema"), what).items()
+            }
+        self.members: list[str] = list(array_list(manifest, "members", what))
+        expected = sorted([s.member for s in self.schema.values() if s.kind == "image"] + [LOWDIM])
+        if self.members != expected:
+            raise Malformed(f"{what}: members {str(self.members)[:120]} do not match its schema")
+        self.shards: tuple[ShardInfo, ...] = tuple(
+            ShardInfo(names.digest(mapping(s, what).get("sha256"), f"{what}: shard {i}"),
+                      integer(s, "bytes", f"{what}, shard {i}", 1, MAX_SHARD_BYTES),
+                      integer(s, "samples", f"{what}, shard {i}", 1, MAX_SAMPLES))
+            for i, s in enumerate(array_list(manifest, "shards", what))
+        )
+        self.index_blob: str = names.digest(manifest.get("index"), f"{what}: index")
+        self.samples: int = integer(manifest, "samples", what, 1, MAX_SAMPLES)
+        if sum(s.samples for s in self.shards) != self.samples:
+            raise Malformed(f"{what}: its shards hold {sum(s.samples for s in self.shards)} samples, "
+                            f"it claims {self.samples}")
+        self.instants: int = integer(manifest, "instants", what, 0, MAX_SAMPLES)
+        self.dropped: dict[str, Any] = dict(mapping(manifest.get("dropped"), what))
+        self.segments: list[dict[str, Any]] = list(array_list(manifest, "segments", what))
+        self.chunk_bytes, self.chunk_blob = self._chunks(manifest.get("chunks"), what)
+
+    @staticmethod
+    def _chunks(doc: Any, what: str) -> tuple[int, str | None]:
+        if doc is None:
+            return 0, None
+        mapping(doc, what)
+        size = integer(doc, "bytes", f"{what}: chunks", *CHUNK_BYTES)
+        return size, names.digest(doc.get("digests"), f"{what}: chunk digests")
 
     def __repr__(self) -> str:
         return (f"Pack({self.slice_id}, {self.spec.key()}, shards={len(self.shards)}, "
@@ -59,9 +98,22 @@ class Pack:
     def lowdim_member(self) -> str:
         return LOWDIM
 
+    @property
+    def index_columns(self) -> int:
+        return 3 + 2 * len(self.members)
+
     def member_column(self, member: str) -> int:
         """Column of ``member``'s data offset in the index (its size is the next one)."""
         return 3 + 2 * self.members.index(member)
 
+    def chunks_of(self, shard: int) -> range:
+        """Which entries of the chunk digests belong to ``shard`` (needs ``chunk_bytes``)."""
+        first = sum(math.ceil(s.bytes / self.chunk_bytes) for s in self.shards[:shard])
+        return range(first, first + math.ceil(self.shards[shard].bytes / self.chunk_bytes))
+
+    @property
+    def chunk_count(self) -> int:
+        return sum(math.ceil(s.bytes / self.chunk_bytes) for s in self.shards) if self.chunk_bytes else 0
+
     def blobs(self) -> list[str]:
-        return [s.sha256 for s in self.shards] + [self.index_blob]
+        return [s.sha256 for s in self.shards] + [self.index_blob] + ([self.chunk_blob] if self.chunk_blob else [])

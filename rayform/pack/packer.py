@@ -28,6 +28,7 @@ from rayform.errors import InvalidInput
 from rayform.pack.manifest import Pack
 from rayform.pack.plan import SegmentPlan, Task, plan_segment, resolve_streams, tasks_of
 from rayform.pack.render import LOWDIM, StreamSchema, member_format, render_task
+from rayform.pack import shards as shard_files
 from rayform.pack.shards import ShardWriter
 from rayform.pack.spec import PACK_FORMAT, PackSpec
 from rayform.segments import Segment
@@ -62,15 +63,17 @@ def pack_slice(
 
     shards: list[dict[str, Any]] = []
     rows: list[np.ndarray] = []
+    chunks: list[bytes] = []
     bar = tqdm(total=total, unit="sample", desc=f"pack {slice_.id}", disable=not progress, leave=False)
     with tempfile.TemporaryDirectory(prefix="rayform-pack-") as tmp:
-        writer = ShardWriter(tmp, spec.shard_bytes, members)
+        writer = ShardWriter(tmp, spec.shard_bytes, members, shard_files.CHUNK_BYTES)
 
         def store_shard(shard) -> None:
             store.put_blob_file(shard.path, shard.sha256)
             os.unlink(shard.path)
             rows.append(np.column_stack([np.full(shard.samples, len(shards), np.int64), shard.index]))
             shards.append({"sha256": shard.sha256, "bytes": shard.bytes, "samples": shard.samples})
+            chunks.append(shard.chunks)
 
         for samples in _rendered(slice_, spec, schema, tasks, executor, workers):
             for key, sample in samples:
@@ -90,6 +93,7 @@ def pack_slice(
         "members": members,
         "shards": shards,
         "index": store.put_blob(records.to_npy(np.concatenate(rows))),
+        "chunks": {"bytes": writer.chunk_bytes, "digests": store.put_blob(b"".join(chunks))},
         "samples": total,
         "instants": sum(p.instants for p in plans),
         "dropped": _dropped(plans),

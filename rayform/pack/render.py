@@ -18,12 +18,17 @@ from typing import Any
 import numpy as np
 
 from rayform import align, imagecodec, records
+from rayform.errors import InvalidInput, Malformed
+from rayform.frames import FRAMES
 from rayform.pack.plan import Task
 from rayform.pack.spec import PackSpec
 from rayform.segments import Segment, Segments
 from rayform.store import StoreRef
+from rayform.streams import KINDS, check_stream_name
+from rayform.untrusted import dtype as checked_dtype, shape as checked_shape
 
 LOWDIM = "lowdim.mp"  # ".mp": the extension webdataset decodes as msgpack
+IMAGE_FORMATS = ("jpg", "png", "npy")
 
 
 @dataclass(frozen=True)
@@ -48,9 +53,35 @@ class StreamSchema:
                 "units": self.units, "names": list(self.names) if self.names else None, "frame": self.frame}
 
     @classmethod
-    def from_manifest(cls, name: str, m: dict[str, Any]) -> StreamSchema:
-        return cls(name, m["kind"], m["member"], m["dtype"], tuple(m["shape"]), m.get("units"),
-                   tuple(m["names"]) if m.get("names") else None, m.get("frame"))
+    def from_manifest(cls, name: str, m: dict[str, Any], what: str = "pack manifest") -> StreamSchema:
+        """A schema entry of a stored pack manifest, checked (it is untrusted)."""
+        what = f"{what}, stream {str(name)[:80]!r}"
+        try:
+            check_stream_name(name)
+        except InvalidInput:
+            raise Malformed(f"{what}: not a stream name") from None
+        kind, member = m["kind"], m["member"]
+        if kind not in KINDS:
+            raise Malformed(f"{what}: kind {str(kind)[:20]!r} is not one of {KINDS}")
+        base = name.replace("/", ".")
+        if kind == "image" and member not in {f"{base}.{fmt}" for fmt in IMAGE_FORMATS}:
+            raise Malformed(f"{what}: image member {str(member)[:80]!r} is not {base}.jpg|png|npy")
+        if kind != "image" and member != base:
+            raise Malformed(f"{what}: member {str(member)[:80]!r} is not {base}")
+        shape = checked_shape(m["shape"], what)
+        if kind == "image" and len(shape) not in (2, 3):
+            raise Malformed(f"{what}: an image shape is (H, W[, C]), not {shape}")
+        frame = m.get("frame")
+        if frame is not None and frame not in FRAMES:
+            raise Malformed(f"{what}: frame {str(frame)[:20]!r} is not one of {FRAMES}")
+        names = m.get("names")
+        if names and not all(isinstance(n, str) for n in names):
+            raise Malformed(f"{what}: names is not a list of strings")
+        units = m.get("units")
+        if units is not None and not isinstance(units, str):
+            raise Malformed(f"{what}: units is not a string")
+        return cls(name, kind, member, checked_dtype(m["dtype"], what).str, shape, units,
+                   tuple(names) if names else None, frame)
 
 
 def member_format(source_encoding: str, dtype: str, spec: PackSpec) -> str:

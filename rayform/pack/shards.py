@@ -19,6 +19,7 @@ from rayform.errors import InvalidInput
 
 BLOCK = 512
 NAME_MAX = 99  # USTAR keeps a name in one 100-byte field
+CHUNK_BYTES = 1 << 20  # a streamed shard is verified chunk by chunk, each of this size (the last shorter)
 
 
 def _padded(size: int) -> int:
@@ -26,17 +27,35 @@ def _padded(size: int) -> int:
 
 
 class _HashingFile:
-    """A write-only file that hashes what passes through it."""
+    """A write-only file that hashes what passes through it: whole, and per chunk."""
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, chunk_bytes: int):
         self._f = open(path, "wb")
+        self.chunk_bytes = chunk_bytes
         self.sha256 = hashlib.sha256()
         self.size = 0
+        self._chunk = hashlib.sha256()
+        self._chunk_fill = 0
+        self._chunks: list[bytes] = []
 
     def write(self, data: bytes) -> int:
         self.sha256.update(data)
         self.size += len(data)
+        view = memoryview(data)
+        while view:
+            take = min(len(view), self.chunk_bytes - self._chunk_fill)
+            self._chunk.update(view[:take])
+            self._chunk_fill += take
+            view = view[take:]
+            if self._chunk_fill == self.chunk_bytes:
+                self._chunks.append(self._chunk.digest())
+                self._chunk, self._chunk_fill = hashlib.sha256(), 0
         return self._f.write(data)
+
+    def chunk_digests(self) -> bytes:
+        """The sha256 of every ``chunk_bytes`` of what was written (the last chunk shorter), joined."""
+        tail = [self._chunk.digest()] if self._chunk_fill else []
+        return b"".join(self._chunks + tail)
 
     def flush(self) -> None:
         self._f.flush()
@@ -54,13 +73,15 @@ class ShardFile:
     bytes: int
     samples: int
     index: np.ndarray  # (samples, 2 + 2*members): sample start, end, then (offset, size) per member
+    chunks: bytes  # sha256 of each chunk of the shard, 32 bytes each
 
 
 class ShardWriter:
     """Rolls samples into shards of about ``target_bytes``; yields each shard as it closes."""
 
-    def __init__(self, directory: str, target_bytes: int, members: list[str]):
+    def __init__(self, directory: str, target_bytes: int, members: list[str], chunk_bytes: int | None = None):
         self.directory = directory
+        self.chunk_bytes = chunk_bytes or CHUNK_BYTES
         self.target_bytes = target_bytes
         self.members = sorted(members)  # TarWriter writes a sample's members in sorted order
         self._n = 0
@@ -102,7 +123,7 @@ class ShardWriter:
         # written, so that `import rayform` stays light.
         import webdataset as wds
 
-        self._file = _HashingFile(path)
+        self._file = _HashingFile(path, self.chunk_bytes)
         self._tar = wds.TarWriter(
             self._file, user="", group="", mode=0o444, encoder=False, mtime=0, format="USTAR_FORMAT"
         )
@@ -113,7 +134,7 @@ class ShardWriter:
         self._tar.close()
         self._file.close()
         shard = ShardFile(self._path, self._file.sha256.hexdigest(), self._file.size, len(self._rows),
-                          np.asarray(self._rows, np.int64))
+                          np.asarray(self._rows, np.int64), self._file.chunk_digests())
         self._tar = self._file = None
         return shard
 

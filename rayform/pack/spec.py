@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import numbers
 import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -18,12 +20,24 @@ _UNITS = {"": 1, "b": 1, "k": 1e3, "kb": 1e3, "kib": 1 << 10, "m": 1e6, "mb": 1e
 
 def parse_size(text: str | int) -> int:
     """``64MB``, ``512KiB``, ``1e6`` or an int, in bytes."""
-    if isinstance(text, int):
+    if isinstance(text, int) and not isinstance(text, bool):
         return text
-    m = _SIZE.match(str(text))
+    m = _SIZE.match(str(text)[:40])
     if not m or m.group(2).lower() not in _UNITS:
         raise InvalidInput(f"size {text!r}: write it like 64MB, 512KiB or 1000000")
     return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+
+
+MIN_FPS, MAX_FPS = 0.001, 10_000
+MAX_SIDE = 16384
+
+
+def check_fps(fps: object, what: str = "fps") -> float:
+    """A usable frame rate: a finite number in [0.001, 10000] (a bool or a string is not one)."""
+    if isinstance(fps, bool) or not isinstance(fps, (int, float)) or not math.isfinite(fps) \
+            or not MIN_FPS <= fps <= MAX_FPS:
+        raise InvalidInput(f"{what} {str(fps)[:40]}: must be a number in [{MIN_FPS:g}, {MAX_FPS:g}]")
+    return float(fps)
 
 
 @dataclass(frozen=True)
@@ -48,21 +62,27 @@ class PackSpec:
     samples_per_task: int = field(default=256, compare=False)
 
     def __post_init__(self) -> None:
-        if not (isinstance(self.fps, (int, float)) and 0 < self.fps <= 10_000):
-            raise InvalidInput(f"fps {self.fps!r}: must be a number in (0, 10000]")
+        check_fps(self.fps)
         if self.image_codec not in CODECS:
             raise InvalidInput(f"image codec {self.image_codec!r}: one of {', '.join(CODECS)}")
-        if not 1 <= self.jpeg_quality <= 100:
-            raise InvalidInput(f"JPEG quality {self.jpeg_quality}: must be 1..100")
-        if not 0 <= self.max_horizon <= 4096:
-            raise InvalidInput(f"max horizon {self.max_horizon}: must be 0..4096")
-        if self.shard_bytes < 1 << 16:
-            raise InvalidInput(f"shard size {self.shard_bytes} B: must be at least 64 KiB")
-        if self.staleness <= 0:
-            raise InvalidInput(f"staleness {self.staleness}: must be > 0")
+        for name, value, lo, hi in (("JPEG quality", self.jpeg_quality, 1, 100),
+                                    ("max horizon", self.max_horizon, 0, 4096),
+                                    ("shard size", self.shard_bytes, 1 << 16, 1 << 40),
+                                    ("samples per task", self.samples_per_task, 1, 1 << 20)):
+            if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+                raise InvalidInput(f"{name} {str(value)[:40]!r}: must be an integer in [{lo}, {hi}]")
+        if isinstance(self.staleness, bool) or not isinstance(self.staleness, (int, float)) \
+                or not math.isfinite(self.staleness) or not 0 < self.staleness <= 1000:
+            raise InvalidInput(f"staleness {str(self.staleness)[:40]!r}: must be a number in (0, 1000]")
         if self.resize is not None:
+            if not isinstance(self.resize, (tuple, list)) or len(self.resize) != 2 or not all(
+                    isinstance(v, numbers.Integral) and not isinstance(v, bool) and 1 <= v <= MAX_SIDE
+                    for v in self.resize):
+                raise InvalidInput(f"resize {str(self.resize)[:40]}: must be (H, W), each 1..{MAX_SIDE}")
             object.__setattr__(self, "resize", tuple(int(v) for v in self.resize))
         if self.streams is not None:
+            if isinstance(self.streams, str) or not all(isinstance(s, str) for s in self.streams):
+                raise InvalidInput(f"streams {str(self.streams)[:80]}: must be a list of stream names")
             object.__setattr__(self, "streams", tuple(self.streams))
         if float(self.fps).is_integer():
             object.__setattr__(self, "fps", int(self.fps))

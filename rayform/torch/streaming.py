@@ -106,9 +106,10 @@ class StreamingEpisodeDataset(IterableDataset):
         self._store_pid = 0
         self._pack_reader = PackReader(store, self.pack, self.pack.members)  # reopens its files after a fork
         if not store.offline:
-            # The offset index (small) joins the cache here, once: workers then start on their
-            # first shard at once, and cached epochs read by offset (offline too).
+            # The offset index and the chunk digests (small) join the cache here, once: workers
+            # then start on their first shard at once, and cached epochs read by offset (offline too).
             self._pack_reader.index
+            self._pack_reader.chunk_digests()
         self._epoch = torch.zeros(1, dtype=torch.int64).share_memory_()
         self._yielded = 0
         self._resume_at = 0

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 import rayform
-from rayform.cache import ShardCache, hash_file
+from rayform.cache import ShardCache
+from rayform.files import hash_file
 
 
 def _stream(url: str, slice_id: str, cache_dir, **kw) -> rayform.torch.StreamingEpisodeDataset:

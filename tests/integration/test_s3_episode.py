@@ -12,7 +12,8 @@ import torch
 from torch.utils.data import DataLoader
 
 import rayform
-from rayform.cache import ShardCache, hash_file
+from rayform.cache import ShardCache
+from rayform.files import hash_file
 from rayform.errors import OfflineError
 
 pytestmark = pytest.mark.s3

@@ -1,0 +1,153 @@
+"""Local files that many processes share: hashing, verify-once, atomic writes, and sweeping
+what a killed process left behind.
+
+Every file is written under a temporary name beside its target and renamed into place, so
+a reader sees a whole file or none (on one machine or many, over NFS or Lustre). A
+temporary is named ``.tmp-<host>-<pid>-<random>``: a later run on the same host deletes
+those whose process is gone at once, and anyone deletes those untouched for an hour.
+Nothing else is ever swept: only names of exactly that form, only regular files, never
+through a symlink.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import mmap
+import os
+import re
+import socket
+import tempfile
+import time
+from pathlib import Path
+
+CHUNK = 4 << 20
+STALE_TEMP_SECONDS = 3600
+TEMP_PREFIX = ".tmp-"
+_TEMP = re.compile(r"\.tmp-([A-Za-z0-9\-]{1,32})-(\d{1,10})-[A-Za-z0-9_]{4,16}")
+
+# (path) -> (inode, size, mtime_ns) of files this process has hashed and found good.
+_VERIFIED: dict[str, tuple[int, int, int]] = {}
+
+
+def _host() -> str:
+    return re.sub(r"[^A-Za-z0-9\-]", "-", socket.gethostname())[:32] or "host"
+
+
+def temp_prefix() -> str:
+    """The prefix of this process's temporaries: ``.tmp-<host>-<pid>-``."""
+    return f"{TEMP_PREFIX}{_host()}-{os.getpid()}-"
+
+
+def _stamp(path: Path) -> tuple[int, int, int]:
+    st = path.stat()
+    return st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def hash_file(path: str | os.PathLike) -> str:
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size == 0:
+            return hashlib.sha256(b"").hexdigest()
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+            return hashlib.sha256(m).hexdigest()
+
+
+def verify_once(path: Path, digest: str) -> bool:
+    """True if ``path`` hashes to ``digest`` (hashed once per process per file version)."""
+    key = str(path)
+    try:
+        stamp = _stamp(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    if _VERIFIED.get(key) == stamp:
+        return True
+    if hash_file(path) != digest:
+        return False
+    _VERIFIED[key] = stamp
+    return True
+
+
+def mark_verified(path: Path) -> None:
+    _VERIFIED[str(path)] = _stamp(path)
+
+
+def unlink_if_present(path: str | os.PathLike) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+def open_temporary(directory: str | os.PathLike) -> tuple[int, str]:
+    """``(fd, path)`` of a new temporary file in ``directory`` (made if absent)."""
+    os.makedirs(directory, exist_ok=True)
+    return tempfile.mkstemp(dir=directory, prefix=temp_prefix())
+
+
+def publish(tmp: str, path: str | os.PathLike) -> None:
+    """Rename a finished temporary into place, readable by every user of a shared store."""
+    os.chmod(tmp, 0o644)  # mkstemp's 0600 would hide a shared store from other users
+    os.replace(tmp, path)
+
+
+def write_atomic(path: str | os.PathLike, data: bytes | memoryview) -> None:
+    fd, tmp = open_temporary(os.path.dirname(path))
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        publish(tmp, path)
+    except BaseException:
+        unlink_if_present(tmp)
+        raise
+
+
+def copy_atomic(src: str | os.PathLike, path: str | os.PathLike) -> None:
+    fd, tmp = open_temporary(os.path.dirname(path))
+    try:
+        with os.fdopen(fd, "wb") as fo, open(src, "rb") as fi:
+            while chunk := fi.read(CHUNK):
+                fo.write(chunk)
+        publish(tmp, path)
+    except BaseException:
+        unlink_if_present(tmp)
+        raise
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's live process
+        return True
+    return True
+
+
+def is_stale(name: str, mtime: float, now: float | None = None, older_than: float = STALE_TEMP_SECONDS) -> bool:
+    """True for a temporary of ours (by its name) whose writer is gone: on this host, a dead
+    pid; anywhere, untouched for ``older_than`` seconds."""
+    m = _TEMP.fullmatch(name)
+    if m is None:
+        return False
+    if (now if now is not None else time.time()) - mtime > older_than:
+        return True
+    return m.group(1) == _host() and int(m.group(2)) != os.getpid() and not _alive(int(m.group(2)))
+
+
+def sweep_temporaries(root: str | os.PathLike, older_than: float = STALE_TEMP_SECONDS) -> int:
+    """Delete stale temporaries below ``root`` (see :func:`is_stale`); returns how many."""
+    now, n = time.time(), 0
+    for directory, dirs, names in os.walk(root, followlinks=False):
+        dirs[:] = [d for d in dirs if not d.startswith(TEMP_PREFIX)]
+        for name in names:
+            if not name.startswith(TEMP_PREFIX):
+                continue
+            path = os.path.join(directory, name)
+            try:
+                st = os.lstat(path)
+                if not os.path.islink(path) and is_stale(name, st.st_mtime, now, older_than):
+                    os.unlink(path)
+                    n += 1
+            except FileNotFoundError:
+                pass
+    return n
