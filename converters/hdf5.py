@@ -27,9 +27,11 @@ from pathlib import Path
 import numpy as np
 
 from rayform.errors import InvalidInput
+from rayform.pack.spec import check_fps
 from rayform.streams import ArrayStream, ImageStream, Stream
 
 NS = 1_000_000_000
+MAX_DATASET_BYTES = 8 << 30  # a dataset claiming more is refused before it is read
 ALOHA_ARRAYS = {"qpos": "joints/position", "qvel": "joints/velocity", "effort": "joints/effort"}
 
 
@@ -43,20 +45,28 @@ def _open(path: Path):
 
 
 def _fps(f, path: Path, fps: float | None) -> float:
-    if fps:
-        return float(fps)
+    if fps is not None:
+        return check_fps(fps, "--fps")
     for attrs in (f.attrs, f["data"].attrs if "data" in f else {}):
         for key in ("fps", "control_freq", "frequency"):
             if key in attrs:
-                return float(attrs[key])
+                return _attr_fps(attrs[key], f"{path}: attribute {key}")
         if "env_args" in attrs:
             try:
                 kwargs = json.loads(attrs["env_args"]).get("env_kwargs", {})
                 if "control_freq" in kwargs:
-                    return float(kwargs["control_freq"])
-            except (ValueError, AttributeError):
+                    return _attr_fps(kwargs["control_freq"], f"{path}: env_args control_freq")
+            except (ValueError, AttributeError, TypeError):
                 pass
     raise InvalidInput(f"{path}: no fps attribute; pass --fps")
+
+
+def _attr_fps(value, what: str) -> float:
+    try:
+        value = float(np.asarray(value).reshape(()))
+    except (TypeError, ValueError):
+        raise InvalidInput(f"{what}: {str(value)[:40]} is not a frame rate; pass --fps") from None
+    return check_fps(value, what)
 
 
 def _stamps(n: int, fps: float) -> np.ndarray:
@@ -64,10 +74,36 @@ def _stamps(n: int, fps: float) -> np.ndarray:
 
 
 def _read(ds, path: Path, name: str) -> np.ndarray:
+    """A dataset's values, read only if every byte of it lives in this file and its size is sane."""
+    import h5py
+
+    if not isinstance(ds, h5py.Dataset):
+        raise InvalidInput(f"{path}: {name} is not a dataset")
+    if ds.external or ds.is_virtual:
+        # external raw storage or a virtual dataset maps other files' bytes in: never followed
+        raise InvalidInput(f"{path}: {name} keeps its data in other files (external or virtual storage); "
+                           "only self-contained HDF5 files are read")
+    if ds.dtype.kind not in "biufSV" or ds.dtype.hasobject:
+        raise InvalidInput(f"{path}: {name} has dtype {ds.dtype}, not numeric or bytes")
+    if ds.size * ds.dtype.itemsize > MAX_DATASET_BYTES:
+        raise InvalidInput(f"{path}: {name} claims {ds.shape} {ds.dtype} "
+                           f"({ds.size * ds.dtype.itemsize / 2**30:.1f} GiB), more than {MAX_DATASET_BYTES >> 30} GiB")
     try:
         return ds[()]
     except OSError as e:  # a truncated file fails here, on the data, not on open
         raise InvalidInput(f"{path}: cannot read {name} ({e})") from None
+
+
+def _member(group, key: str, path: Path, name: str):
+    """``group[key]``, refusing links that lead out of this file (external links)."""
+    import h5py
+
+    link = group.get(key, getlink=True)
+    if link is None:
+        raise InvalidInput(f"{path}: no {name}")
+    if isinstance(link, h5py.ExternalLink):
+        raise InvalidInput(f"{path}: {name} is a link into another file ({link.filename}); not followed")
+    return group[key]
 
 
 def detect(path: Path) -> str:
@@ -83,14 +119,15 @@ def iter_aloha(path: str | Path, fps: float | None = None) -> Iterator[tuple[str
     path = Path(path)
     with _open(path) as f:
         rate = _fps(f, path, fps)
-        action = _read(f["action"], path, "/action")
+        action = _read(_member(f, "action", path, "/action"), path, "/action")
         n = len(action)
         t = _stamps(n, rate)
         streams: list[Stream] = []
-        obs = f["observations"]
-        lengths = _read(f["compress_len"], path, "/compress_len") if "compress_len" in f else None
-        for i, cam in enumerate(sorted(obs.get("images", {}))):
-            data = _read(obs["images"][cam], path, f"/observations/images/{cam}")
+        obs = _member(f, "observations", path, "/observations")
+        lengths = _read(_member(f, "compress_len", path, "/compress_len"), path, "/compress_len") if "compress_len" in f else None
+        images = _member(obs, "images", path, "/observations/images") if "images" in obs else {}
+        for i, cam in enumerate(sorted(images)):
+            data = _read(_member(images, cam, path, f"/observations/images/{cam}"), path, f"/observations/images/{cam}")
             if len(data) != n:
                 raise InvalidInput(f"{path}: {len(data)} frames of {cam} for {n} actions")
             if data.ndim == 2:  # JPEG bytes, zero-padded
@@ -102,7 +139,7 @@ def iter_aloha(path: str | Path, fps: float | None = None) -> Iterator[tuple[str
                 streams.append(ImageStream(f"{cam}/rgb", t, data))
         for key, name in ALOHA_ARRAYS.items():
             if key in obs:
-                values = _read(obs[key], path, f"/observations/{key}")
+                values = _read(_member(obs, key, path, f"/observations/{key}"), path, f"/observations/{key}")
                 streams.append(ArrayStream(name, t, values, units="rad" if key == "qpos" else None))
         streams.append(ArrayStream("action/value", t, action))
         meta = {"source": "aloha hdf5", "file": path.name, "fps": rate, "sim": bool(f.attrs.get("sim", False))}
@@ -113,14 +150,16 @@ def iter_robomimic(path: str | Path, fps: float | None = None) -> Iterator[tuple
     path = Path(path)
     with _open(path) as f:
         rate = _fps(f, path, fps)
-        demos = sorted(f["data"], key=lambda k: int(k.split("_")[-1]) if k.split("_")[-1].isdigit() else k)
+        data = _member(f, "data", path, "/data")
+        demos = sorted(data, key=lambda k: int(k.split("_")[-1]) if k.split("_")[-1].isdigit() else k)
         for demo in demos:
-            g = f["data"][demo]
-            actions = _read(g["actions"], path, f"/data/{demo}/actions")
+            g = _member(data, demo, path, f"/data/{demo}")
+            actions = _read(_member(g, "actions", path, f"/data/{demo}/actions"), path, f"/data/{demo}/actions")
             t = _stamps(len(actions), rate)
             streams: list[Stream] = []
-            for key in sorted(g.get("obs", {})):
-                values = _read(g["obs"][key], path, f"/data/{demo}/obs/{key}")
+            group = _member(g, "obs", path, f"/data/{demo}/obs") if "obs" in g else {}
+            for key in sorted(group):
+                values = _read(_member(group, key, path, f"/data/{demo}/obs/{key}"), path, f"/data/{demo}/obs/{key}")
                 if key.endswith("_image") or (values.ndim == 4 and values.dtype == np.uint8):
                     streams.append(ImageStream(f"{key.removesuffix('_image')}/rgb", t, values))
                 else:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from rayform.client import Client
-from rayform.errors import InvalidInput
+from rayform.errors import InvalidInput, RayformError
 from rayform.segments import SegmentRef
 from rayform.slices import Slice
 from rayform.store import StoreRef
@@ -63,15 +63,29 @@ class IngestReport:
 
 
 def convert_source(store: StoreRef, fmt: str, path: str, site: str, options: Mapping[str, Any]) -> list[SegmentRef]:
-    """Convert one source completely, then store its segments (runs in pool workers)."""
+    """Convert one source completely, then store its segments all or nothing (runs in pool workers).
+
+    A source file is untrusted input: whatever a malformed one makes a reader library raise
+    is one InvalidInput naming the source, never a traceback.
+    """
     source = Path(path)
     if not source.exists():
         raise InvalidInput(f"{source}: no such file or folder")
-    episodes = list(FORMATS[fmt](source, options))  # whole source first: a failure stores nothing
-    if not episodes:
-        raise InvalidInput(f"{source}: no episodes to convert")
-    client = Client(store.open())
-    return [client.segments.add(site, name, streams, meta) for name, streams, meta in episodes]
+    try:
+        episodes = list(FORMATS[fmt](source, options))  # whole source first: a failure stores nothing
+        if not episodes:
+            raise InvalidInput(f"{source}: no episodes to convert")
+        client = Client(store.open())
+        # every episode checked and its data stored before any becomes visible
+        return client.segments.add_many([(site, name, streams, meta) for name, streams, meta in episodes])
+    except RayformError as e:
+        if str(source) in str(e):
+            raise
+        raise type(e)(f"{source}: {e}") from None
+    except (MemoryError, KeyboardInterrupt):
+        raise
+    except Exception as e:
+        raise InvalidInput(f"{source}: cannot convert it as {fmt} ({type(e).__name__}: {str(e)[:200]})") from None
 
 
 def ingest(
@@ -139,10 +153,6 @@ def describe(fmt: str, path: str | os.PathLike) -> list[str]:
                     lines.append(f"  /{name:40} {str(obj.shape):18} {obj.dtype}")
             f.visititems(visit)
         return lines
-    if fmt == "ros":
-        from rayform.converters.rosbag import describe_bag
-
-        return describe_bag(path)
     if fmt == "ros":
         from rayform.converters.rosbag import describe_bag
 

@@ -15,6 +15,7 @@ of them (a feature mapped to ``None`` is skipped).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +25,7 @@ import numpy as np
 
 from rayform import imagecodec
 from rayform.errors import InvalidInput
+from rayform.pack.spec import check_fps
 from rayform.streams import RESERVED, ArrayStream, ImageStream, Stream
 
 SKIP_FEATURES = {"timestamp", "frame_index", "episode_index", "index", "task_index"}
@@ -59,6 +61,34 @@ def _jsonl(path: Path) -> list[dict]:
         raise InvalidInput(f"{path}: not valid JSON lines ({e})") from None
 
 
+_FIELD = re.compile(r"\{([a-z_]+)(?::(0?\d{0,2}d))?\}")
+
+
+def source_path(root: Path, template: Any, what: str, **values: int | str) -> Path:
+    """``root / template`` with ``{name}`` / ``{name:03d}`` filled in, and nothing else.
+
+    LeRobot's ``data_path`` and ``video_path`` come from the dataset's ``info.json``: they are
+    never handed to ``str.format`` (which would evaluate ``{x.__class__}``), and a path that
+    leads out of the dataset's folder is refused.
+    """
+    if not isinstance(template, str) or len(template) > 512:
+        raise InvalidInput(f"{root}/meta/info.json: {what} is not a path template")
+
+    def fill(m: re.Match) -> str:
+        if m.group(1) not in values:
+            raise InvalidInput(f"{root}/meta/info.json: {what} {template!r} names {{{m.group(1)}}}, "
+                               f"which is not one of {sorted(values)}")
+        return format(values[m.group(1)], m.group(2) or "")
+
+    rest = _FIELD.sub("", template)
+    if "{" in rest or "}" in rest:
+        raise InvalidInput(f"{root}/meta/info.json: {what} {template!r}: only {{name}} and {{name:03d}} fields are read")
+    path = (root / _FIELD.sub(fill, template)).resolve()
+    if not path.is_relative_to(root.resolve()):
+        raise InvalidInput(f"{root}/meta/info.json: {what} {template!r} leads out of the dataset's folder")
+    return path
+
+
 def feature_names(feature: Mapping[str, Any]) -> list[str] | None:
     """Joint names from the several shapes LeRobot writes them in (list, nested list, dict)."""
     names = feature.get("names")
@@ -88,7 +118,7 @@ class LeRobotDataset:
         self.version = str(self.info.get("codebase_version", ""))
         if not (self.version.startswith("v2") or self.version.startswith("v3")):
             raise InvalidInput(f"{self.root}: LeRobot {self.version or 'unknown version'}; v2.1 and v3.0 are read")
-        self.fps = float(self.info["fps"])
+        self.fps = check_fps(self.info.get("fps"), f"{self.root}/meta/info.json: fps")
         self.features: dict[str, dict] = self.info["features"]
         self.mapping = {f: default_stream_name(f) for f in self.features if f not in SKIP_FEATURES}
         for feature, name in (mapping or {}).items():
@@ -119,10 +149,11 @@ class LeRobotDataset:
         out = []
         for e in _jsonl(self.root / "meta" / "episodes.jsonl"):
             i = int(e["episode_index"])
-            data = self.root / self.info["data_path"].format(episode_chunk=i // chunk, episode_index=i)
+            data = source_path(self.root, self.info.get("data_path"), "data_path", episode_chunk=i // chunk,
+                               episode_index=i)
             videos = {
-                k: (self.root / self.info["video_path"].format(episode_chunk=i // chunk, video_key=k, episode_index=i),
-                    0.0, None)
+                k: (source_path(self.root, self.info.get("video_path"), "video_path", episode_chunk=i // chunk,
+                                video_key=k, episode_index=i), 0.0, None)
                 for k in self.video_keys
             }
             out.append(Episode(i, int(e["length"]), tuple(e.get("tasks", ())), data, None, videos))
@@ -137,12 +168,13 @@ class LeRobotDataset:
         out = []
         for f in files:
             for e in pq.read_table(f).to_pylist():
-                data = self.root / self.info["data_path"].format(chunk_index=e["data/chunk_index"],
-                                                                 file_index=e["data/file_index"])
+                data = source_path(self.root, self.info.get("data_path"), "data_path",
+                                   chunk_index=int(e["data/chunk_index"]), file_index=int(e["data/file_index"]))
                 videos = {}
                 for k in self.video_keys:
-                    path = self.root / self.info["video_path"].format(
-                        video_key=k, chunk_index=e[f"videos/{k}/chunk_index"], file_index=e[f"videos/{k}/file_index"])
+                    path = source_path(self.root, self.info.get("video_path"), "video_path", video_key=k,
+                                       chunk_index=int(e[f"videos/{k}/chunk_index"]),
+                                       file_index=int(e[f"videos/{k}/file_index"]))
                     videos[k] = (path, float(e[f"videos/{k}/from_timestamp"]), float(e[f"videos/{k}/to_timestamp"]))
                 out.append(Episode(int(e["episode_index"]), int(e["length"]), tuple(e.get("tasks") or ()), data,
                                    (int(e["dataset_from_index"]), int(e["dataset_to_index"])), videos))

@@ -33,4 +33,10 @@ def offline(env: Mapping[str, str] = os.environ) -> bool:
 def pack_workers(env: Mapping[str, str] = os.environ) -> int | None:
     """Processes used to pack when none is given: RAYFORM_PACK_WORKERS, else all cores."""
     value = env.get("RAYFORM_PACK_WORKERS")
-    return int(value) if value else None
+    if not value:
+        return None
+    if not value.strip().isdigit() or not 1 <= int(value) <= 4096:
+        from rayform.errors import InvalidInput
+
+        raise InvalidInput(f"RAYFORM_PACK_WORKERS={value[:40]!r}: must be a whole number of processes, 1..4096")
+    return int(value)

@@ -15,8 +15,10 @@ import hashlib
 import mmap
 import os
 import re
+import shutil
 import socket
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -151,3 +153,39 @@ def sweep_temporaries(root: str | os.PathLike, older_than: float = STALE_TEMP_SE
             except FileNotFoundError:
                 pass
     return n
+
+
+def scratch_dir(parent: str | os.PathLike) -> str:
+    """A new private directory for one process's work files, swept by :func:`sweep_scratch`
+    once that process is gone."""
+    os.makedirs(parent, exist_ok=True)
+    return tempfile.mkdtemp(dir=parent, prefix=temp_prefix())
+
+
+def sweep_scratch(parent: str | os.PathLike, older_than: float = STALE_TEMP_SECONDS) -> int:
+    """Delete the stale scratch directories in ``parent`` (see :func:`is_stale`); returns how many."""
+    n = 0
+    try:
+        entries = list(os.scandir(parent))
+    except FileNotFoundError:
+        return 0
+    for entry in entries:
+        if entry.is_dir(follow_symlinks=False) and is_stale(entry.name, entry.stat(follow_symlinks=False).st_mtime,
+                                                             older_than=older_than):
+            shutil.rmtree(entry.path, ignore_errors=True)
+            n += 1
+    return n
+
+
+def exit_with(pid: int, interval_s: float = 0.5) -> None:
+    """In a pool worker: end this process soon after process ``pid`` (the one that started
+    the pool) is gone, so a killed parent never leaves its workers running."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while True:
+            time.sleep(interval_s)
+            if not _alive(pid) or (parent == pid and os.getppid() != pid):
+                os._exit(1)
+
+    threading.Thread(target=watch, name="rayform-parent-watch", daemon=True).start()

@@ -24,10 +24,11 @@ from typing import Any
 import numpy as np
 
 from rayform import imagecodec, records
-from rayform.errors import IntegrityError, InvalidInput, StreamNotFound
+from rayform.errors import InvalidInput, Malformed, StreamNotFound
 from rayform.frames import check_frame, convert_poses
 from rayform.pack.manifest import Pack
 from rayform.pack.render import LOWDIM, StreamSchema
+from rayform.untrusted import parsing
 
 DELTA = "_delta"
 
@@ -119,29 +120,43 @@ class SampleBuilder:
         filled with no copy after the decode.
         """
         into = into or {}
-        try:
-            low = records.loads(raw[LOWDIM])
+        what = f"sample {key} of {self.pack.slice_id}"
+        with parsing(what):
+            low = records.loads(raw[LOWDIM], what)
             arrays = low["arrays"]
             out: dict[str, Any] = {}
             for s in self.images:
-                out[s.name] = _chw(decode_image(raw[s.member], s.format, into.get(s.name)))
+                out[s.name] = _chw(decode_image(raw[s.member], s.format, into.get(s.name), s.shape,
+                                                f"{what}, {s.name}"))
             for s in self.arrays:
-                value = records.unpack_array(arrays[s.name]["future"])[0]
+                value = self._future(arrays, s, what)[0]
                 out[s.name] = _put(into, s.name, self._in_frame(s, value), np.float32)
             if self.action is not None:
                 h = self.spec.horizon
                 a = arrays[self.action.name]
-                future = self._in_frame(self.action, records.unpack_array(a["future"])[: h + 1])
+                future = self._in_frame(self.action, self._future(arrays, self.action, what)[: h + 1])
                 future = future.astype(np.float32)
+                pad = records.unpack_array(a["pad"], what)
+                if pad.shape != (self.pack.spec.max_horizon + 1,):
+                    raise Malformed(f"{what}: {self.action.name} pad mask is {pad.shape}")
                 out["action"] = _put(into, "action", future[1:] - future[0] if self.delta else future[1:], np.float32)
-                out["action_is_pad"] = _put(into, "action_is_pad", records.unpack_array(a["pad"])[1 : h + 1], bool)
-            out["t_ns"] = _put(into, "t_ns", np.asarray(low["t_ns"], np.int64), np.int64)
+                out["action_is_pad"] = _put(into, "action_is_pad", pad[1 : h + 1], bool)
+            t_ns = low["t_ns"]
+            if isinstance(t_ns, bool) or not isinstance(t_ns, int):
+                raise Malformed(f"{what}: t_ns is not an integer")
+            out["t_ns"] = _put(into, "t_ns", np.asarray(t_ns, np.int64), np.int64)
             out["meta"] = {k: low[k] for k in self.meta_keys}
-        except (KeyError, ValueError, TypeError) as e:  # simplejpeg reports bad data as ValueError
-            raise IntegrityError(
-                f"sample {key} of {self.pack.slice_id}: malformed ({type(e).__name__}: {str(e)[:100]})"
-            ) from e
+            if not all(isinstance(v, str) for v in out["meta"].values()):
+                raise Malformed(f"{what}: meta values are not strings")
         return out
+
+    def _future(self, arrays: Mapping[str, Any], s: StreamSchema, what: str) -> np.ndarray:
+        """A stream's future window, checked against the pack's schema before it is used."""
+        values = records.unpack_array(arrays[s.name]["future"], what)
+        if values.shape != (self.pack.spec.max_horizon + 1, *s.shape):
+            raise Malformed(f"{what}: {s.name} is {values.shape}, the pack says "
+                            f"{(self.pack.spec.max_horizon + 1, *s.shape)}")
+        return values
 
     def _in_frame(self, s: StreamSchema, values: np.ndarray) -> np.ndarray:
         if s.kind == "pose" and self.spec.frame is not None:
@@ -149,15 +164,27 @@ class SampleBuilder:
         return values
 
 
-def decode_image(data: Any, fmt: str, out: np.ndarray | None = None) -> np.ndarray:
-    if fmt == "jpg":
-        return imagecodec.decode_jpeg(data, out)
-    if fmt == "png":
-        image = imagecodec.decode_png(bytes(data))
-    elif fmt == "npy":
-        image = records.from_npy(bytes(data))
+def decode_image(data: Any, fmt: str, out: np.ndarray | None = None, shape: tuple[int, ...] | None = None,
+                 what: str = "image") -> np.ndarray:
+    """An image member decoded (into ``out`` when given), its header checked against ``shape``
+    first: a header that claims another size never gets to allocate."""
+    if fmt == "npy":
+        image = records.from_npy(bytes(data), what)
+        if shape is not None and image.shape != tuple(shape):
+            raise Malformed(f"{what}: {image.shape}, the pack says {tuple(shape)}")
+    elif fmt in ("jpg", "png"):
+        encoding = "jpeg" if fmt == "jpg" else "png"
+        imagecodec.check_dimensions(data, encoding, shape, what)
+        try:
+            if fmt == "jpg":
+                return imagecodec.decode_jpeg(data, out)
+            image = imagecodec.decode_png(bytes(data))
+        except Exception as e:  # each codec's own error for bytes it cannot decode
+            raise Malformed(f"{what}: not a decodable {encoding} image ({type(e).__name__}: {str(e)[:100]})") from None
+        if shape is not None and image.shape != tuple(shape):
+            raise Malformed(f"{what}: decoded as {image.shape}, the pack says {tuple(shape)}")
     else:
-        raise IntegrityError(f"image member format {fmt!r}: not jpg, png or npy")
+        raise Malformed(f"image member format {fmt!r}: not jpg, png or npy")
     if out is None:
         return image
     np.copyto(out, image.reshape(out.shape))

@@ -152,8 +152,9 @@ class Slices:
         """The slice with this id; SliceNotFound (a KeyError) naming the id and store if none."""
         if not isinstance(slice_id, str) or not names.SLICE_ID.fullmatch(slice_id):
             raise SliceNotFound(f"{str(slice_id)[:80]!r}: not a slice id (they look like slc_7c1e04aa)")
+        what = f"ref of {slice_id} in {self.store.display}"
         try:
-            ref = self.store.get_ref(f"refs/slices/{slice_id}.json")
+            ref = self.store.get_ref(f"refs/slices/{slice_id}.json", check=lambda r: _ref_manifest(r, slice_id, what))
         except OfflineError:
             raise OfflineError(
                 f"{slice_id}: not in the cache and RAYFORM_OFFLINE=1 forbids reading {self.store.display}. "
@@ -164,7 +165,7 @@ class Slices:
                 f"{slice_id}: no such slice in {self.store.display}. "
                 "List them with: rayform slices ls"
             ) from None
-        digest = _ref_manifest(ref, slice_id, f"ref of {slice_id} in {self.store.display}")
+        digest = _ref_manifest(ref, slice_id, what)
         manifest = self.store.get_json_blob(digest, f"slice manifest of {slice_id}")
         return Slice(self.store, slice_id, digest, manifest)
 

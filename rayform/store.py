@@ -18,7 +18,7 @@ import hashlib
 import json
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -234,15 +234,19 @@ class Store:
         return self.put_blob(canonical_json(obj))
 
     # -- refs --------------------------------------------------------------------------
-    def get_ref(self, key: str) -> dict[str, Any]:
-        """A small JSON document at ``key``; NotFound if absent, Malformed if not a JSON object.
+    def get_ref(self, key: str, check: Callable[[dict[str, Any]], Any] | None = None) -> dict[str, Any]:
+        """A small JSON document at ``key``; NotFound if absent, Malformed if not a JSON object
+        (or if ``check``, given the document, raises).
 
         A remote store's refs are copied into the cache as they are read (only once they
-        parse), and read from there when offline.
+        parse and pass ``check``), and read from there when offline.
         """
         what = f"ref {key} in {self.display}"
         if self.cache is None:
-            return json_document(self._read(self._path(key), key), what)
+            doc = json_document(self._read(self._path(key), key), what)
+            if check is not None:
+                check(doc)
+            return doc
         if self.offline:
             cached = self.cache.get_ref(self.id, key)
             if cached is None:
@@ -250,9 +254,13 @@ class Store:
                     f"{key.rsplit('/', 1)[-1].removesuffix('.json')}: not in the cache {self.cache.root} "
                     f"and RAYFORM_OFFLINE=1. Run: rayform pull <slice>"
                 )
+            if check is not None:
+                check(cached)
             return cached
         data = self._read(self._path(key), key)
-        doc = json_document(data, what)  # a ref that does not parse never reaches the cache
+        doc = json_document(data, what)  # a ref that does not parse (or check) never reaches the cache
+        if check is not None:
+            check(doc)
         if self.cache.get_ref(self.id, "store.json") is None:  # lets `rayform cache` name the store
             self.cache.put_ref(self.id, "store.json", canonical_json({"url": self.display}))
         self.cache.put_ref(self.id, key, data)

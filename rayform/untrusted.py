@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import tokenize
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
@@ -22,7 +23,8 @@ from rayform.errors import Malformed, RayformError
 MAX_DIMS = 8
 MAX_ELEMENTS = 1 << 34  # a shape claiming more than this is refused before any allocation
 _FOREIGN = (KeyError, TypeError, ValueError, IndexError, AttributeError, OverflowError, AssertionError,
-            RecursionError, UnicodeError, LookupError, ArithmeticError, SyntaxError)
+            RecursionError, UnicodeError, LookupError, ArithmeticError, SyntaxError,
+            tokenize.TokenError)  # numpy tokenizes an npy header it cannot evaluate
 
 
 @contextmanager

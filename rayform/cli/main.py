@@ -1,4 +1,10 @@
-"""The ``rayform`` command. User errors print one line and exit 2; corruption found exits 1."""
+"""The ``rayform`` command.
+
+Every failure is one line on stderr, ``rayform: error: <what failed>. <how to fix it>``:
+exit 2 for user and data errors (every RayformError: a bad argument, a missing slice, a
+corrupt or hostile store, offline), 1 for anything else (a bug, the machine), and 1 from
+``verify`` when it finds bad blobs. A traceback only with ``--debug``.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +16,7 @@ from collections.abc import Sequence
 from rayform.errors import RayformError
 
 EXIT_USER = 2
-EXIT_CORRUPT = 1
+EXIT_CORRUPT = 1  # bad blobs found by verify, and any failure that is not a RayformError
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -19,6 +25,7 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="rayform", description="Robot recordings into training data that streams.")
     p.add_argument("--store", help="store URL (default: $RAYFORM_STORE, else ~/.local/share/rayform/store)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+    p.add_argument("--debug", action="store_true", help="show the traceback of a failure")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     d = sub.add_parser("demo", help="fill the store with a simulated demo site and slice; print the slice id")
@@ -92,15 +99,26 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
+    # rayform's own messages at INFO; every library's (botocore, s3fs, …) only from WARNING
+    logging.basicConfig(level=logging.WARNING, format="%(message)s", stream=sys.stderr)
+    logging.getLogger("rayform").setLevel(logging.INFO)
     try:
         return int(args.run(args) or 0)
     except RayformError as e:
+        if args.debug:
+            raise
         print(f"rayform: error: {e}", file=sys.stderr)
         return EXIT_USER
     except KeyboardInterrupt:
         print("rayform: interrupted", file=sys.stderr)
         return 130
+    except Exception as e:
+        if args.debug:
+            raise
+        text = str(e).split("\n", 1)[0][:300]
+        print(f"rayform: error: {type(e).__name__}: {text}. Run again with --debug for the traceback",
+              file=sys.stderr)
+        return EXIT_CORRUPT
 
 
 if __name__ == "__main__":

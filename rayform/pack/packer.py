@@ -12,6 +12,7 @@ import dataclasses
 import logging
 import multiprocessing
 import os
+import shutil
 import sys
 import tempfile
 import threading
@@ -25,6 +26,7 @@ from tqdm.auto import tqdm
 
 from rayform import config, records
 from rayform.errors import InvalidInput
+from rayform.files import exit_with, scratch_dir, sweep_scratch
 from rayform.pack.manifest import Pack
 from rayform.pack.plan import SegmentPlan, Task, plan_segment, resolve_streams, tasks_of
 from rayform.pack.render import LOWDIM, StreamSchema, member_format, render_task
@@ -35,6 +37,7 @@ from rayform.segments import Segment
 from rayform.slices import Slice
 
 log = logging.getLogger("rayform.pack")
+SCRATCH = os.path.join(tempfile.gettempdir(), "rayform-pack")  # shards are written here before they are stored
 
 
 def pack_slice(
@@ -59,13 +62,15 @@ def pack_slice(
             "fresh; check the streams' time ranges or raise the staleness tolerance"
         )
     members = sorted([s.member for s in schema.values() if s.kind == "image"] + [LOWDIM])
+    _sweep(store)
     tasks = [(plans[t.position], t) for p in plans for t in tasks_of(p, spec.samples_per_task)]
 
     shards: list[dict[str, Any]] = []
     rows: list[np.ndarray] = []
     chunks: list[bytes] = []
     bar = tqdm(total=total, unit="sample", desc=f"pack {slice_.id}", disable=not progress, leave=False)
-    with tempfile.TemporaryDirectory(prefix="rayform-pack-") as tmp:
+    tmp = scratch_dir(SCRATCH)
+    try:
         writer = ShardWriter(tmp, spec.shard_bytes, members, shard_files.CHUNK_BYTES)
 
         def store_shard(shard) -> None:
@@ -82,6 +87,8 @@ def pack_slice(
             bar.update(len(samples))
         for shard in writer.finish():
             store_shard(shard)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     bar.close()
 
     manifest = {
@@ -128,8 +135,12 @@ def _rendered(
             yield render_task(*a)
         return
     own = executor is None
+    if workers < 1:
+        raise InvalidInput(f"workers {workers}: must be at least 1")
     if own:
-        executor = ProcessPoolExecutor(workers, mp_context=_pool_context())
+        # each worker ends itself once this process is gone: a killed pack leaves no pool behind
+        executor = ProcessPoolExecutor(workers, mp_context=_pool_context(), initializer=exit_with,
+                                       initargs=(os.getpid(),))
     window = 2 * (getattr(executor, "_max_workers", None) or workers)
     pending: deque[Future] = deque()
     try:
@@ -145,6 +156,14 @@ def _rendered(
             f.cancel()
         if own:
             executor.shutdown(wait=True, cancel_futures=True)
+
+
+def _sweep(store) -> None:
+    """What killed packs left: temporaries in a local store and in the cache, scratch dirs."""
+    store.sweep_temporaries()
+    if store.cache is not None:
+        store.cache.remove_stale_temporaries()
+    sweep_scratch(SCRATCH)
 
 
 def _pool_context():

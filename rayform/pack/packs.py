@@ -5,12 +5,14 @@ from __future__ import annotations
 import dataclasses
 from concurrent.futures import Executor
 
-from rayform.errors import NotFound, PackNotFound
+from rayform import names
+from rayform.errors import Malformed, NotFound, PackNotFound
 from rayform.pack.manifest import Pack
 from rayform.pack.packer import pack_slice
 from rayform.pack.spec import PackSpec
 from rayform.slices import Slice
 from rayform.store import Store
+from rayform.untrusted import mapping
 
 
 class Packs:
@@ -18,11 +20,22 @@ class Packs:
         self.store = store
 
     def list(self, slice_: Slice | str) -> list[Pack]:
-        sid = slice_ if isinstance(slice_, str) else slice_.id
+        sid = names.slice_id(slice_ if isinstance(slice_, str) else slice_.id, trusted=True)
         out = []
         for key in self.store.list_refs(f"refs/packs/{sid}"):
-            ref = self.store.get_ref(key)
-            out.append(Pack(ref["manifest"], self.store.get_json_blob(ref["manifest"])))
+            parts = key.split("/")
+            if len(parts) != 4 or not names.PACK_KEY.fullmatch(parts[3].removesuffix(".json")):
+                continue
+            what = f"ref {key} in {self.store.display}"
+
+            def manifest_of(ref: dict, what: str = what) -> str:
+                return names.digest(mapping(ref, what).get("manifest"), f"{what}: manifest")
+
+            digest = manifest_of(self.store.get_ref(key, check=manifest_of))
+            pack = Pack(digest, self.store.get_json_blob(digest, f"pack manifest of {sid}"))
+            if pack.slice_id != sid:
+                raise Malformed(f"{what}: names a pack of {pack.slice_id}, not of {sid}")
+            out.append(pack)
         return out
 
     def get(self, slice_: Slice | str, spec: PackSpec) -> Pack:

@@ -21,7 +21,7 @@ from rayform import align, imagecodec, records
 from rayform.errors import InvalidInput, Malformed
 from rayform.frames import FRAMES
 from rayform.pack.plan import Task
-from rayform.pack.spec import PackSpec
+from rayform.pack.spec import MAX_SIDE, PackSpec
 from rayform.segments import Segment, Segments
 from rayform.store import StoreRef
 from rayform.streams import KINDS, check_stream_name
@@ -69,8 +69,10 @@ class StreamSchema:
         if kind != "image" and member != base:
             raise Malformed(f"{what}: member {str(member)[:80]!r} is not {base}")
         shape = checked_shape(m["shape"], what)
-        if kind == "image" and len(shape) not in (2, 3):
-            raise Malformed(f"{what}: an image shape is (H, W[, C]), not {shape}")
+        if kind == "image" and (len(shape) not in (2, 3) or not all(1 <= d <= MAX_SIDE for d in shape[:2])
+                                or (len(shape) == 3 and shape[2] not in (1, 3, 4))):
+            raise Malformed(f"{what}: an image is (H, W[, C]) with sides of 1..{MAX_SIDE} and 1, 3 or 4 "
+                            f"channels, not {shape}")
         frame = m.get("frame")
         if frame is not None and frame not in FRAMES:
             raise Malformed(f"{what}: frame {str(frame)[:20]!r} is not one of {FRAMES}")

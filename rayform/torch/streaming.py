@@ -188,11 +188,10 @@ class StreamingEpisodeDataset(IterableDataset):
             def build(into, raw=raw):
                 try:
                     return self.builder.build(raw, raw["__key__"], into)
-                except IntegrityError as e:
+                except IntegrityError as e:  # verified bytes, malformed content: the pack itself is bad
                     digest = raw["__url__"].rsplit("#", 1)[0]
-                    raise IntegrityError(
-                        f"{self.slice_id}: shard {shard_of.get(digest)} ({digest[:16]}) from {self.store.display} "
-                        f"is corrupt ({e}); it was not cached"
+                    raise type(e)(
+                        f"{self.slice_id}: shard {shard_of.get(digest)} ({digest[:16]}) of {self.store.display}: {e}"
                     ) from e
 
             self._yielded += 1

@@ -1,0 +1,95 @@
+"""Tools for tests that play a hostile store: forge refs and manifests with valid hashes,
+rewrite a pack's shards, and prove that nothing around the cache changed."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import numpy as np
+
+import rayform
+from rayform import records
+from rayform.cli.main import main as cli
+from rayform.pack.shards import ShardWriter
+from rayform.reader import PackReader
+
+
+def tree(root: Path, skip: Path | None = None) -> dict[str, str]:
+    """Every file below ``root`` (but ``skip``) -> sha256 of its bytes, symlinks by their target."""
+    out = {}
+    for directory, dirs, files in os.walk(root, followlinks=False):
+        if skip is not None and Path(directory) == skip:
+            dirs[:] = []
+            continue
+        for name in files:
+            p = Path(directory) / name
+            if skip is not None and skip in p.parents:
+                continue
+            out[str(p)] = "link:" + os.readlink(p) if p.is_symlink() else hashlib.sha256(p.read_bytes()).hexdigest()
+    return out
+
+
+def run_cli(*args: str) -> tuple[int, str]:
+    """The CLI in this process (so a loopback endpoint counts its requests): (exit code, stderr)."""
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        try:
+            code = cli(["-q", *args])
+        except SystemExit as e:  # argparse
+            code = int(e.code or 0)
+    return code, err.getvalue()
+
+
+def forge_pack(client: rayform.Client, pack: rayform.Pack, *, manifest: Callable[[dict], None] | None = None,
+               member: Callable[[int, str, bytes], bytes] | None = None, index: Callable[[np.ndarray], bytes] | None = None
+               ) -> rayform.Pack:
+    """Replace ``pack`` in its store (same ref) by a forged one whose every hash is valid: its
+    samples' members rewritten by ``member(i, name, bytes)``, its index bytes by ``index``, and
+    its manifest edited in place by ``manifest``."""
+    store = client.store
+    m = dict(pack.manifest)
+    if member is not None:
+        reader = PackReader(store, pack, pack.members)
+        tmp = Path(store.cache.root if store.cache else store.root) / "forge"
+        tmp.mkdir(parents=True, exist_ok=True)
+        writer = ShardWriter(str(tmp), pack.spec.shard_bytes, pack.members, m.get("chunks", {}).get("bytes"))
+        shards, rows, chunks = [], [], []
+
+        def keep(shard) -> None:
+            store.put_blob_file(shard.path, shard.sha256)
+            os.unlink(shard.path)
+            rows.append(np.column_stack([np.full(shard.samples, len(shards), np.int64), shard.index]))
+            shards.append({"sha256": shard.sha256, "bytes": shard.bytes, "samples": shard.samples})
+            chunks.append(shard.chunks)
+
+        for i, (key, raw) in enumerate(reader.raw_many(range(pack.samples))):
+            sample = {n: member(i, n, bytes(v)) for n, v in raw.items()}
+            for shard in writer.add(f"forged-{i:06d}", sample):
+                keep(shard)
+        for shard in writer.finish():
+            keep(shard)
+        m["shards"] = shards
+        m["index"] = store.put_blob(records.to_npy(np.concatenate(rows)))
+        m["chunks"] = {"bytes": writer.chunk_bytes, "digests": store.put_blob(b"".join(chunks))}
+    if index is not None:
+        m["index"] = store.put_blob(index(np.asarray(PackReader(store, pack, pack.members).index)))
+    if manifest is not None:
+        manifest(m)
+    digest = store.put_json_blob(m)
+    store.put_ref(f"refs/packs/{pack.slice_id}/{pack.key}.json", {"manifest": digest, "spec": m.get("spec")})
+    return pack
+
+
+@contextlib.contextmanager
+def unchanged(root: Path, cache: Path) -> Iterator[None]:
+    """Asserts, on exit, that no file below ``root`` outside ``cache`` was written or deleted."""
+    before = tree(root, cache)
+    yield
+    after = tree(root, cache)
+    assert after == before, {k: (before.get(k), after.get(k)) for k in set(before) | set(after)
+                             if before.get(k) != after.get(k)}
