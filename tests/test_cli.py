@@ -70,6 +70,14 @@ def test_verify_ok_then_bad_after_a_flipped_byte(demo_store, tmp_path):
         (("pack", "SLICE", "--fps", "15", "--streams", "cam0/rgb,nope"), "no stream 'nope'"),
         (("pack", "SLICE", "--fps", "15", "--shard-size", "lots"), "size 'lots'"),
         (("pack", "SLICE", "--fps", "-3"), "fps -3"),
+        (("pack", "SLICE", "--fps", "1e-9"), "fps 1e-09"),
+        (("pack", "SLICE", "--fps", "nan"), "fps nan"),
+        (("pack", "SLICE", "--fps", "15", "--resize", "0x0"), "resize (0, 0)"),
+        (("pack", "SLICE", "--fps", "15", "--resize", "big"), "resize 'big'"),
+        (("pack", "SLICE", "--fps", "15", "--workers", "0"), "workers 0"),
+        (("--store", "nosuchproto://x/y", "slices", "ls"), "nosuchproto://x/y"),
+        (("ingest", "hdf5", "/no/such.hdf5", "--site", "x"), "/no/such.hdf5: no such file"),
+        (("ingest", "hdf5", "README.md", "--site", "x", "--fps", "0"), "README.md"),
     ],
 )
 def test_user_errors_are_one_line_and_exit_2(demo_store, args, message):
@@ -79,6 +87,51 @@ def test_user_errors_are_one_line_and_exit_2(demo_store, args, message):
     assert "Traceback" not in r.stderr
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0], r.stderr
+
+
+def test_a_bad_pack_workers_variable_is_one_line_and_exit_2(demo_store):
+    store, slice_id = demo_store
+    r = run("pack", slice_id, "--fps", "7", "--force", store=store, env={"RAYFORM_PACK_WORKERS": "abc"})
+    assert r.returncode == 2 and r.stderr.strip().splitlines() == [
+        "rayform: error: RAYFORM_PACK_WORKERS='abc': must be a whole number of processes, 1..4096"], r.stderr
+
+
+def test_a_cache_dir_that_is_a_file_is_one_clear_error(tmp_path, monkeypatch):
+    import uuid
+
+    import rayform
+    from rayform.converters.demo import DemoConfig, ingest_demo
+
+    (tmp_path / "a-file").write_text("x")
+    monkeypatch.setenv("RAYFORM_CACHE_DIR", str(tmp_path / "a-file"))
+    client = rayform.Client(f"memory://cli-{uuid.uuid4().hex[:8]}")
+    s = client.slices.create(ingest_demo(client, "lab", DemoConfig(episodes=1, seconds=1.0, image_size=16),
+                                         progress=False))
+    with pytest.raises(rayform.RayformError, match=f"cache {tmp_path / 'a-file'}: unusable.*RAYFORM_CACHE_DIR"):
+        client.slices.get(s.id)
+
+
+def test_an_unwritable_store_is_one_line(tmp_path):
+    if os.geteuid() == 0:  # root writes anywhere: make the "directory" a file instead
+        (tmp_path / "store").write_text("not a directory")
+    else:
+        tmp_path.chmod(0o500)
+    r = run("segments", "ls", store=tmp_path / "store" / "inner")
+    assert r.returncode == 2 and "Traceback" not in r.stderr and "cannot be made" in r.stderr, r.stderr
+
+
+def test_an_unexpected_failure_is_one_line_exit_1_and_a_traceback_with_debug(demo_store, tmp_path):
+    store, slice_id = demo_store
+    crash = tmp_path / "sitecustomize.py"  # makes listing fail the way a bug would
+    crash.write_text("import rayform.slices as s\n"
+                     "def boom(self):\n    raise ZeroDivisionError('a bug')\n"
+                     "s.Slices.list = boom\n")
+    env = {"PYTHONPATH": str(tmp_path)}
+    r = run("slices", "ls", store=store, env=env)
+    assert r.returncode == 1 and r.stderr.strip().splitlines() == [
+        "rayform: error: ZeroDivisionError: a bug. Run again with --debug for the traceback"], r.stderr
+    r = run("--debug", "slices", "ls", store=store, env=env)
+    assert r.returncode == 1 and "Traceback" in r.stderr
 
 
 def test_ingest_lists_converts_and_refuses_cleanly(real_data, tmp_path):

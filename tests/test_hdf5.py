@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import json
+
 import h5py
 import numpy as np
 import pytest
 
+import rayform
 from rayform import imagecodec
 from rayform.converters.hdf5 import iter_hdf5
 from rayform.converters.ingest import ingest
@@ -103,3 +106,52 @@ def test_converted_aloha_packs_and_loads(tmp_path, client):
     assert first["cam_high/rgb"].shape == (3, 24, 32)
     np.testing.assert_allclose(first["joints/position"].numpy(), qpos[0])
     np.testing.assert_allclose(first["action"].numpy(), qpos[[2, 4]] + 1, atol=1e-6)  # 25 fps = every 2nd 50 Hz frame
+
+
+def test_a_source_whose_last_episode_fails_stores_no_segment(tmp_path, client):
+    """robomimic with demo_0 good and demo_1 broken: all or nothing, so no segment at all."""
+    path = tmp_path / "two.hdf5"
+    with h5py.File(path, "w") as f:
+        for i, n in enumerate((10, 10)):
+            g = f.create_group(f"data/demo_{i}")
+            g["actions"] = np.zeros((n, 3), np.float32)
+            g["obs/eef_quat"] = np.tile([0, 0, 0, 1.0], (n if i == 0 else n - 1, 1))  # demo_1: one value short
+        f["data"].attrs["env_args"] = json.dumps({"env_kwargs": {"control_freq": 20}})
+    with pytest.raises(rayform.InvalidInput, match="two.hdf5"):
+        ingest(client, "hdf5", [path], "lab", progress=False)
+    assert client.segments.list() == []
+
+
+@pytest.mark.parametrize("how", ["external", "virtual", "external link"])
+def test_data_kept_in_another_file_is_never_read(tmp_path, client, how):
+    """External storage, virtual datasets and external links would copy a host file into the store."""
+    secret = tmp_path / "host-file.bin"
+    secret.write_bytes(np.arange(40, dtype=np.float32).tobytes())
+    other = tmp_path / "other.hdf5"
+    with h5py.File(other, "w") as f:
+        f["action"] = np.arange(40, dtype=np.float32).reshape(10, 4)
+    path = tmp_path / "episode.hdf5"
+    with h5py.File(path, "w") as f:
+        f.attrs["fps"] = 10
+        f["observations/qpos"] = np.zeros((10, 4), np.float32)
+        if how == "external":
+            f.create_dataset("action", shape=(10, 4), dtype=np.float32, external=[(str(secret), 0, 160)])
+        elif how == "virtual":
+            layout = h5py.VirtualLayout(shape=(10, 4), dtype=np.float32)
+            layout[:] = h5py.VirtualSource(str(other), "action", shape=(10, 4))
+            f.create_virtual_dataset("action", layout)
+        else:
+            f["action"] = h5py.ExternalLink(str(other), "action")
+    with pytest.raises(rayform.InvalidInput, match="another file|other files"):
+        ingest(client, "hdf5", [path], "lab", progress=False)
+    assert client.segments.list() == []
+
+
+def test_a_dataset_claiming_more_than_the_limit_is_refused_before_it_is_read(tmp_path, client):
+    path = tmp_path / "huge.hdf5"
+    with h5py.File(path, "w") as f:
+        f.attrs["fps"] = 10
+        f.create_dataset("action", shape=(1 << 20, 1 << 15), dtype=np.float32, chunks=(16, 16))  # 128 GiB, unwritten
+        f["observations/qpos"] = np.zeros((4, 2), np.float32)
+    with pytest.raises(rayform.InvalidInput, match="GiB"):
+        ingest(client, "hdf5", [path], "lab", progress=False)

@@ -129,14 +129,14 @@ def _rendered(
 ) -> Iterator[list]:
     """Each task's samples, in task order, rendered on the executor with a bounded window."""
     args = [(slice_.store_ref, plan.segment_id, slice_.id, spec, schema, plan.end_ns, task) for plan, task in tasks]
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
+        raise InvalidInput(f"workers {workers}: must be a whole number of processes, at least 1")
     workers = workers or config.pack_workers() or os.cpu_count() or 1
     if executor is None and (workers <= 1 or len(tasks) <= 1):
         for a in args:
             yield render_task(*a)
         return
     own = executor is None
-    if workers < 1:
-        raise InvalidInput(f"workers {workers}: must be at least 1")
     if own:
         # each worker ends itself once this process is gone: a killed pack leaves no pool behind
         executor = ProcessPoolExecutor(workers, mp_context=_pool_context(), initializer=exit_with,

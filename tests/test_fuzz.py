@@ -1,0 +1,151 @@
+"""A seeded mutator over everything a store hands over, read through both datasets and the
+library: whatever the bytes, the only exceptions are rayform's. Bounded by count, not time."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import numpy as np
+import pytest
+from hostile import forge_pack
+
+import rayform
+from rayform import records
+from rayform.converters.demo import DemoConfig, ingest_demo
+from rayform.errors import RayformError
+from rayform.pack.manifest import Pack
+from rayform.reader import PackReader, _check_rows, _map_index
+from rayform.sample import SampleBuilder, SampleSpec
+
+SEED = 20261203
+HOSTILE_VALUES = [None, True, -1, 0, 2**63, 1e308, float("nan"), "", "../../x", "/etc/passwd", "A" * 64,
+                  "0" * 64, [], {}, [[]], {"a": None}, "slc_00000000", "seg_000000000000", "O", [1 << 40] * 3]
+
+
+def _mutate_bytes(data: bytes, rng: random.Random) -> bytes:
+    data = bytearray(data)
+    for _ in range(rng.randint(1, 4)):
+        how = rng.random()
+        if how < 0.5 and data:
+            data[rng.randrange(len(data))] = rng.randrange(256)
+        elif how < 0.7 and data:
+            del data[rng.randrange(len(data)):]
+        elif how < 0.85:
+            data[rng.randrange(len(data) + 1):0] = bytes(rng.randrange(256) for _ in range(rng.randint(1, 8)))
+        elif data:
+            i = rng.randrange(len(data))
+            data[i:i + 4] = (0xFFFFFFFF).to_bytes(4, "little")
+    return bytes(data)
+
+
+def _mutate_doc(doc, rng: random.Random):
+    """A JSON-like document with one leaf (or subtree) replaced by a hostile value."""
+    if isinstance(doc, dict) and doc and rng.random() < 0.8:
+        key = rng.choice(sorted(doc, key=str))
+        return {**doc, key: _mutate_doc(doc[key], rng)}
+    if isinstance(doc, list) and doc and rng.random() < 0.8:
+        i = rng.randrange(len(doc))
+        return doc[:i] + [_mutate_doc(doc[i], rng)] + doc[i + 1:]
+    return rng.choice(HOSTILE_VALUES)
+
+
+def _only_ours(fn, *args) -> None:
+    try:
+        fn(*args)
+    except RayformError:
+        pass
+
+
+@pytest.fixture(scope="module")
+def packed(tmp_path_factory):
+    client = rayform.Client(tmp_path_factory.mktemp("fuzz") / "store")
+    s = client.slices.create(ingest_demo(client, "lab", DemoConfig(episodes=2, seconds=2.0, seed=5, image_size=32),
+                                         progress=False), name="fuzz")
+    return client, s, client.pack(s, 15, workers=1, progress=False)
+
+
+def test_records_and_npy_headers(packed):
+    client, s, pack = packed
+    reader = PackReader(client.store, pack, pack.members)
+    builder = SampleBuilder(pack, SampleSpec(("cam0/rgb", "joints/position"),
+                                                                          "joints/position_delta", 8, "optical"))
+    rng = random.Random(SEED)
+    key, raw = reader.raw(0)
+    npy = records.to_npy(np.arange(12.0).reshape(3, 4))
+    for _ in range(600):
+        sample = {k: bytes(v) for k, v in raw.items()}
+        member = rng.choice(sorted(sample))
+        sample[member] = _mutate_bytes(sample[member], rng)
+        _only_ours(builder.build, sample, key)
+        _only_ours(records.from_npy, _mutate_bytes(npy, rng))
+        low = records.loads(bytes(raw["lowdim.mp"]))
+        sample["lowdim.mp"] = records.dumps(_mutate_doc(low, rng))
+        _only_ours(builder.build, sample, key)
+
+
+def test_refs_and_manifests(packed, tmp_path):
+    client, s, pack = packed
+    rng = random.Random(SEED + 1)
+    manifests = {"slice": s.manifest(), "pack": pack.manifest,
+                 "segment": client.store.get_json_blob(s.segments[0].version)}
+    for n in range(300):
+        kind = rng.choice(sorted(manifests))
+        doc = _mutate_doc(manifests[kind], rng)
+        if kind == "pack":
+            _only_ours(Pack, "0" * 64, doc)
+            continue
+        digest = client.store.put_json_blob(doc)
+        if kind == "slice":
+            sid = f"slc_{n:08x}"
+            client.store.put_ref(f"refs/slices/{sid}.json", _mutate_doc({"id": sid, "manifest": digest}, rng)
+                                 if rng.random() < 0.3 else {"id": sid, "manifest": digest})
+            _only_ours(client.slices.get, sid)
+        else:
+            _only_ours(client.segments.get, doc.get("id", "seg_x") if isinstance(doc, dict) and isinstance(
+                doc.get("id"), str) else "seg_000000000000", digest)
+    raw = json.dumps(pack.manifest).encode()
+    for _ in range(300):
+        try:
+            doc = json.loads(_mutate_bytes(raw, rng))
+        except ValueError:
+            continue
+        _only_ours(Pack, "0" * 64, doc)
+
+
+def test_indexes(packed, tmp_path):
+    client, s, pack = packed
+    reader = PackReader(client.store, pack, pack.members)
+    good = records.to_npy(np.asarray(reader.index))
+    rng = random.Random(SEED + 2)
+    for n in range(300):
+        path = tmp_path / f"index-{n}.npy"
+        path.write_bytes(_mutate_bytes(good, rng))
+
+        def read(path=path):
+            index = _map_index(path, (pack.samples, pack.index_columns), "fuzzed index")
+            rows = np.asarray(index)
+            _check_rows(rows, reader._shard_bytes, pack.index_columns, "fuzzed index")
+
+        _only_ours(read)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_shards_through_both_datasets(tmp_path, monkeypatch, seed):
+    """Forged shards (every hash valid) with mutated members, read by both datasets."""
+    import uuid
+
+    monkeypatch.setenv("RAYFORM_CACHE_DIR", str(tmp_path / "cache"))
+    client = rayform.Client(f"memory://fuzz-{uuid.uuid4().hex[:8]}")
+    s = client.slices.create(ingest_demo(client, "lab", DemoConfig(episodes=1, seconds=2.0, seed=seed,
+                                                                   image_size=24), progress=False))
+    pack = client.pack(s, 15, workers=1, progress=False)
+    rng = random.Random(SEED + seed)
+    victims = set(rng.sample(range(pack.samples), 5))
+    forge_pack(client, pack, member=lambda i, name, b: _mutate_bytes(b, rng) if i in victims and rng.random() < 0.6
+               else b)
+    kw = dict(obs=["cam0/rgb", "wrist/rgb", "joints/position"], action="joints/position_delta", fps=15, horizon=4)
+    ds = rayform.torch.EpisodeDataset(client.slices.get(s.id), **kw)
+    for i in range(len(ds)):
+        _only_ours(ds.__getitem__, i)
+    _only_ours(lambda: list(rayform.torch.StreamingEpisodeDataset(client.slices.get(s.id), **kw)))
