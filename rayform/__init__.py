@@ -13,12 +13,14 @@ from rayform.client import Client
 from rayform.errors import (
     IntegrityError,
     InvalidInput,
+    Malformed,
     NotFound,
     OfflineError,
     PackNotFound,
     RayformError,
     SegmentNotFound,
     SliceNotFound,
+    StoreError,
     StreamNotFound,
 )
 from rayform.pack import Pack, PackSpec
@@ -30,9 +32,9 @@ from rayform.streams import ArrayStream, ImageStream, PoseStream
 __version__ = "0.1.0"
 
 __all__ = [
-    "ArrayStream", "Client", "ImageStream", "IntegrityError", "InvalidInput", "NotFound", "OfflineError",
+    "ArrayStream", "Client", "ImageStream", "IntegrityError", "InvalidInput", "Malformed", "NotFound", "OfflineError",
     "Pack", "PackNotFound", "PackSpec", "PoseStream", "RayformError", "Segment", "SegmentNotFound",
-    "SegmentRef", "Slice", "SliceNotFound", "Store", "StreamNotFound", "__version__",
+    "SegmentRef", "Slice", "SliceNotFound", "Store", "StoreError", "StreamNotFound", "__version__",
 ]
 
 

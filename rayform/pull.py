@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 
 from tqdm.auto import tqdm
 
 from rayform.cache import ShardCache
 from rayform.client import Client
-from rayform.errors import PackNotFound
+from rayform import names
+from rayform.errors import Malformed, PackNotFound
+from rayform.files import verify_once
 from rayform.pack import Pack
+from rayform.untrusted import json_document
 
 
 @dataclass
@@ -42,7 +44,7 @@ def pull(client: Client, slice_id: str, fps: float | None = None, progress: bool
     cache.remove_stale_temporaries()
     for seg in slice_.segments:
         store.get_blob(seg.version)  # segment manifests: small, and `slices show` wants them
-    blobs = list(dict.fromkeys(d for p in packs for d in [p.index_blob] + [s.sha256 for s in p.shards]))
+    blobs = list(dict.fromkeys(d for p in packs for d in p.blobs()))
     sizes = {s.sha256: s.bytes for p in packs for s in p.shards}
     todo = [d for d in blobs if not cache.has(d)]
     total = sum(sizes.get(d, 0) for d in todo)
@@ -67,24 +69,32 @@ def pull(client: Client, slice_id: str, fps: float | None = None, progress: bool
 
 
 def cache_summary(cache: ShardCache) -> list[dict]:
-    """Per store seen in the cache: its URL and, per slice, whether its packs are whole."""
+    """Per store seen in the cache: its URL and, per slice, whether its packs are whole.
+
+    The cache holds what stores handed over, so every ref and manifest read here is checked
+    as it was on arrival; one that is not rayform's is left out of the summary."""
     out = []
     for store_id in cache.store_ids():
-        info = cache.get_ref(store_id, "store.json") or {}
+        try:
+            info = cache.get_ref(store_id, "store.json") or {}
+        except Malformed:
+            info = {}
         slices = []
         for key in cache.list_refs(store_id, "refs/slices"):
             sid = key.rsplit("/", 1)[-1].removesuffix(".json")
             packs = []
             for pkey in cache.list_refs(store_id, f"refs/packs/{sid}"):
-                ref = cache.get_ref(store_id, pkey)
-                path = cache.blob_path(ref["manifest"])
-                if not path.is_file():
+                try:
+                    digest = names.digest((cache.get_ref(store_id, pkey) or {}).get("manifest"))
+                    path = cache.blob_path(digest)
+                    if not verify_once(path, digest):
+                        continue
+                    pack = Pack(digest, json_document(path.read_bytes(), f"pack manifest {digest[:16]}"))
+                except Malformed:
                     continue
-                manifest = json.loads(path.read_bytes())
-                digests = [s["sha256"] for s in manifest["shards"]] + [manifest["index"]]
-                have = sum(cache.has(d) for d in digests)
-                packs.append({"key": pkey.rsplit("/", 1)[-1].removesuffix(".json"), "fps": manifest["spec"]["fps"],
-                              "have": have, "of": len(digests)})
+                have = sum(cache.has(d) for d in pack.blobs())
+                packs.append({"key": pkey.rsplit("/", 1)[-1].removesuffix(".json"), "fps": pack.fps,
+                              "have": have, "of": len(pack.blobs())})
             slices.append({"id": sid, "packs": packs})
-        out.append({"store": info.get("url", store_id), "slices": slices})
+        out.append({"store": str(info.get("url", store_id)), "slices": slices})
     return out

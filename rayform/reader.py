@@ -180,7 +180,7 @@ class PackReader:
     def fetch_all(self, on_bytes=None) -> None:
         """Bring the index and every shard into the cache (a no-op for local stores)."""
         store = self.store
-        for digest in [self.pack.index_blob] + [s.sha256 for s in self.pack.shards]:
+        for digest in self.pack.blobs():
             if store.cache is not None:
                 store.cache.ensure(store, digest, on_bytes)
 

@@ -57,6 +57,19 @@ def check_timestamps(name: str, timestamps: Any, count: int) -> np.ndarray:
     return ts
 
 
+def stored_stream(name: Any, entry: Any, what: str) -> tuple[str, str]:
+    """``(what, kind)`` of a stream entry in a stored manifest, its name and kind checked."""
+    what = f"{what}, stream {str(name)[:80]!r}"
+    try:
+        check_stream_name(name)
+    except InvalidInput:
+        raise Malformed(f"{what}: not a stream name") from None
+    kind = mapping(entry, what).get("kind")
+    if kind not in KINDS:
+        raise Malformed(f"{what}: kind {str(kind)[:20]!r} is not one of {KINDS}")
+    return what, kind
+
+
 @dataclass(frozen=True)
 class ImageStream:
     name: str
@@ -130,15 +143,7 @@ class StreamInfo:
     @classmethod
     def from_manifest(cls, name: str, m: Mapping[str, Any], what: str = "segment manifest") -> StreamInfo:
         """A stream entry of a stored segment manifest, every field checked (it is untrusted)."""
-        what = f"{what}, stream {str(name)[:80]!r}"
-        try:
-            check_stream_name(name)
-        except InvalidInput:
-            raise Malformed(f"{what}: not a stream name") from None
-        mapping(m, what)
-        kind = m.get("kind")
-        if kind not in KINDS:
-            raise Malformed(f"{what}: kind {str(kind)[:20]!r} is not one of {KINDS}")
+        what, kind = stored_stream(name, m, what)
         count = integer(m, "count", what, 1, MAX_COUNT)
         dt = checked_dtype(m.get("dtype"), what, "biuf")
         data = []

@@ -59,6 +59,8 @@ def pack_blobs(pack: Pack) -> Iterator[tuple[str, str]]:
     for i, shard in enumerate(pack.shards):
         yield shard.sha256, f"pack {pack.key} shard {i}"
     yield pack.index_blob, f"pack {pack.key} index"
+    if pack.chunk_blob is not None:
+        yield pack.chunk_blob, f"pack {pack.key} chunk digests"
 
 
 def verify(store: Store, blobs: Iterable[tuple[str, str]], progress: bool = False) -> Report:

@@ -71,6 +71,7 @@ def test_verify_ok_then_bad_after_a_flipped_byte(demo_store, tmp_path):
         (("pack", "SLICE", "--fps", "15", "--shard-size", "lots"), "size 'lots'"),
         (("pack", "SLICE", "--fps", "-3"), "fps -3"),
         (("pack", "SLICE", "--fps", "1e-9"), "fps 1e-09"),
+        (("verify", "SLICE", "--fps", "7"), "no pack at 7 fps to verify"),
         (("pack", "SLICE", "--fps", "nan"), "fps nan"),
         (("pack", "SLICE", "--fps", "15", "--resize", "0x0"), "resize (0, 0)"),
         (("pack", "SLICE", "--fps", "15", "--resize", "big"), "resize 'big'"),

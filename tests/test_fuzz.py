@@ -65,6 +65,7 @@ def packed(tmp_path_factory):
     return client, s, client.pack(s, 15, workers=1, progress=False)
 
 
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # numpy parsing a mutated npy header
 def test_records_and_npy_headers(packed):
     client, s, pack = packed
     reader = PackReader(client.store, pack, pack.members)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from rayform.client import Client
-from rayform.errors import InvalidInput
+from rayform.errors import InvalidInput, PackNotFound
 from rayform.pack import PackSpec, parse_size
 from rayform.verify import pack_blobs, slice_blobs, verify as verify_blobs
 
@@ -120,9 +120,12 @@ def verify(args: argparse.Namespace) -> int:
     client = _client(args)
     s = client.slices.get(args.slice)
     blobs = list(slice_blobs(s))
-    for p in client.packs.list(s):
-        if args.fps is None or float(p.fps) == args.fps:
-            blobs.extend(pack_blobs(p))
+    packs = [p for p in client.packs.list(s) if args.fps is None or float(p.fps) == args.fps]
+    if args.fps is not None and not packs:
+        raise PackNotFound(f"{s.id}: no pack at {args.fps:g} fps to verify. Its packs: "
+                           f"{', '.join(p.key for p in client.packs.list(s)) or 'none'}")
+    for p in packs:
+        blobs.extend(pack_blobs(p))
     report = verify_blobs(client.store, blobs, progress=not args.quiet)
     for problem in report.problems:
         print(f"BAD  {problem}")

@@ -18,13 +18,13 @@ from typing import Any
 import numpy as np
 
 from rayform import align, imagecodec, records
-from rayform.errors import InvalidInput, Malformed
+from rayform.errors import Malformed
 from rayform.frames import FRAMES
 from rayform.pack.plan import Task
 from rayform.pack.spec import MAX_SIDE, PackSpec
 from rayform.segments import Segment, Segments
 from rayform.store import StoreRef
-from rayform.streams import KINDS, check_stream_name
+from rayform.streams import stored_stream
 from rayform.untrusted import dtype as checked_dtype, shape as checked_shape
 
 LOWDIM = "lowdim.mp"  # ".mp": the extension webdataset decodes as msgpack
@@ -55,14 +55,8 @@ class StreamSchema:
     @classmethod
     def from_manifest(cls, name: str, m: dict[str, Any], what: str = "pack manifest") -> StreamSchema:
         """A schema entry of a stored pack manifest, checked (it is untrusted)."""
-        what = f"{what}, stream {str(name)[:80]!r}"
-        try:
-            check_stream_name(name)
-        except InvalidInput:
-            raise Malformed(f"{what}: not a stream name") from None
-        kind, member = m["kind"], m["member"]
-        if kind not in KINDS:
-            raise Malformed(f"{what}: kind {str(kind)[:20]!r} is not one of {KINDS}")
+        what, kind = stored_stream(name, m, what)
+        member = m["member"]
         base = name.replace("/", ".")
         if kind == "image" and member not in {f"{base}.{fmt}" for fmt in IMAGE_FORMATS}:
             raise Malformed(f"{what}: image member {str(member)[:80]!r} is not {base}.jpg|png|npy")
