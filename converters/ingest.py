@@ -82,7 +82,7 @@ def convert_source(store: StoreRef, fmt: str, path: str, site: str, options: Map
         if str(source) in str(e):
             raise
         raise type(e)(f"{source}: {e}") from None
-    except (MemoryError, KeyboardInterrupt):
+    except MemoryError:
         raise
     except Exception as e:
         raise InvalidInput(f"{source}: cannot convert it as {fmt} ({type(e).__name__}: {str(e)[:200]})") from None

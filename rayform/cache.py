@@ -103,11 +103,12 @@ class ShardCache:
 
     def get_ref(self, store_id: str, key: str) -> Any | None:
         """The cached ref (parsed), or None if this cache has none."""
+        path = self.ref_path(store_id, key)
         try:
-            data = self.ref_path(store_id, key).read_bytes()
+            data = path.read_bytes()
         except (FileNotFoundError, NotADirectoryError):
             return None
-        return json_document(data, f"cached ref {key} ({self.ref_path(store_id, key)})")
+        return json_document(data, f"cached ref {key} ({path})")
 
     def has_store(self, store_id: str) -> bool:
         """True once anything of this store has been cached (a listing offline needs it)."""

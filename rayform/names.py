@@ -57,10 +57,6 @@ def site(value: object, what: str = "site", *, trusted: bool = True) -> str:
                   trusted)
 
 
-def pack_key(value: object, what: str = "pack key", *, trusted: bool = False) -> str:
-    return _check(PACK_KEY, value, what, "a pack key (fps<N>-<8 hex>)", trusted)
-
-
 def store_id(value: object, what: str = "store id") -> str:
     return _check(STORE_ID, value, what, "a store id (16 hex)", False)
 

@@ -92,9 +92,9 @@ def cache_summary(cache: ShardCache) -> list[dict]:
                     pack = Pack(digest, json_document(path.read_bytes(), f"pack manifest {digest[:16]}"))
                 except Malformed:
                     continue
-                have = sum(cache.has(d) for d in pack.blobs())
+                blobs = pack.blobs()
                 packs.append({"key": pkey.rsplit("/", 1)[-1].removesuffix(".json"), "fps": pack.fps,
-                              "have": have, "of": len(pack.blobs())})
+                              "have": sum(cache.has(d) for d in blobs), "of": len(blobs)})
             slices.append({"id": sid, "packs": packs})
         out.append({"store": str(info.get("url", store_id)), "slices": slices})
     return out

@@ -72,14 +72,6 @@ def integer(doc: Mapping[str, Any], key: str, what: str, lo: int = 0, hi: int = 
     return value
 
 
-def number(doc: Mapping[str, Any], key: str, what: str, lo: float, hi: float) -> float:
-    value = _field(doc, key, what)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-            or not lo <= value <= hi:
-        raise Malformed(f"{what}: {key} {str(value)[:40]!r} is not a number in [{lo}, {hi}]")
-    return value
-
-
 def array_list(doc: Mapping[str, Any], key: str, what: str) -> list[Any]:
     value = _field(doc, key, what)
     if not isinstance(value, list):
