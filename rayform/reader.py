@@ -114,15 +114,8 @@ class PackReader:
         if len(ids) and (ids.min() < 0 or ids.max() >= self.pack.samples):
             raise IndexError(f"{self.pack.slice_id}: sample ids outside 0..{self.pack.samples - 1}")
         rows = np.asarray(self.index[ids])
-        _check_rows(rows, self._shard_bytes, self.pack.index_columns, f"index of {self.pack.slice_id}")
+        _check_rows(rows, self.pack.shard_bytes, self.pack.index_columns, f"index of {self.pack.slice_id}")
         return rows
-
-    @property
-    def _shard_bytes(self) -> np.ndarray:
-        sizes = getattr(self, "_sizes", None)
-        if sizes is None:
-            sizes = self._sizes = np.array([s.bytes for s in self.pack.shards], np.int64)
-        return sizes
 
     def shard_of(self, indices: np.ndarray) -> np.ndarray:
         shard = np.asarray(self.index[indices, 0])

@@ -122,24 +122,32 @@ class ShardStream:
         if self.chunks is None:
             self._put(data)
             return
-        if data:
-            self._pending += data
+        if data and not self._pending and len(data) == self._next_chunk_size():
+            self._put(self._checked(data))  # a read of exactly one chunk (the usual case): no copy
+            return
+        self._pending += data
         while self._pending:
-            k = self._verified // self.chunk_bytes
-            need = min(self.chunk_bytes, self.size - self._verified)
+            need = self._next_chunk_size()
             if len(self._pending) < need and not end:
                 return
             chunk = bytes(self._pending[:need])
-            expected = self.chunks[32 * k : 32 * k + 32]
-            if len(chunk) != need or hashlib.sha256(chunk).digest() != expected:
-                raise IntegrityError(
-                    f"{self.what} ({self.digest[:16]}) from {self.store.display}: chunk {k} (bytes "
-                    f"{self._verified}-{self._verified + need}) does not match the pack's digest. The store's "
-                    "copy is corrupt; nothing of it was used or cached"
-                )
             del self._pending[:need]
-            self._verified += need
-            self._put(chunk)
+            self._put(self._checked(chunk))
+
+    def _next_chunk_size(self) -> int:
+        return min(self.chunk_bytes, self.size - self._verified)
+
+    def _checked(self, chunk: bytes) -> bytes:
+        """``chunk`` (the next one of the shard) if it matches the pack's digest; else an IntegrityError."""
+        k, need = self._verified // self.chunk_bytes, self._next_chunk_size()
+        if len(chunk) != need or hashlib.sha256(chunk).digest() != self.chunks[32 * k : 32 * k + 32]:
+            raise IntegrityError(
+                f"{self.what} ({self.digest[:16]}) from {self.store.display}: chunk {k} (bytes "
+                f"{self._verified}-{self._verified + need}) does not match the pack's digest. The store's "
+                "copy is corrupt; nothing of it was used or cached"
+            )
+        self._verified += need
+        return chunk
 
     def _fetch(self) -> None:
         """Read the shard into the cache and the queue; the last item is None (whole and

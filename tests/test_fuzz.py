@@ -126,7 +126,7 @@ def test_indexes(packed, tmp_path):
         def read(path=path):
             index = _map_index(path, (pack.samples, pack.index_columns), "fuzzed index")
             rows = np.asarray(index)
-            _check_rows(rows, reader._shard_bytes, pack.index_columns, "fuzzed index")
+            _check_rows(rows, pack.shard_bytes, pack.index_columns, "fuzzed index")
 
         _only_ours(read)
 

@@ -6,10 +6,11 @@ against its grammar, every count and size bounded and cross-checked, before it i
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from rayform import names
 from rayform.errors import Malformed
@@ -73,6 +74,10 @@ class Pack:
         self.dropped: dict[str, Any] = dict(mapping(manifest.get("dropped"), what))
         self.segments: list[dict[str, Any]] = list(array_list(manifest, "segments", what))
         self.chunk_bytes, self.chunk_blob = self._chunks(manifest.get("chunks"), what)
+        self.shard_bytes = np.array([s.bytes for s in self.shards], np.int64)
+        # chunk digests of shard i are entries chunk_starts[i] .. chunk_starts[i + 1]
+        per_shard = -(-self.shard_bytes // self.chunk_bytes) if self.chunk_bytes else np.zeros_like(self.shard_bytes)
+        self.chunk_starts = np.concatenate([[0], np.cumsum(per_shard)])
 
     @staticmethod
     def _chunks(doc: Any, what: str) -> tuple[int, str | None]:
@@ -108,12 +113,11 @@ class Pack:
 
     def chunks_of(self, shard: int) -> range:
         """Which entries of the chunk digests belong to ``shard`` (needs ``chunk_bytes``)."""
-        first = sum(math.ceil(s.bytes / self.chunk_bytes) for s in self.shards[:shard])
-        return range(first, first + math.ceil(self.shards[shard].bytes / self.chunk_bytes))
+        return range(int(self.chunk_starts[shard]), int(self.chunk_starts[shard + 1]))
 
     @property
     def chunk_count(self) -> int:
-        return sum(math.ceil(s.bytes / self.chunk_bytes) for s in self.shards) if self.chunk_bytes else 0
+        return int(self.chunk_starts[-1])
 
     def blobs(self) -> list[str]:
         return [s.sha256 for s in self.shards] + [self.index_blob] + ([self.chunk_blob] if self.chunk_blob else [])
