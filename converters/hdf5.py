@@ -54,10 +54,11 @@ def _fps(f, path: Path, fps: float | None) -> float:
         if "env_args" in attrs:
             try:
                 kwargs = json.loads(attrs["env_args"]).get("env_kwargs", {})
-                if "control_freq" in kwargs:
-                    return _attr_fps(kwargs["control_freq"], f"{path}: env_args control_freq")
+                freq = kwargs.get("control_freq")
             except (ValueError, AttributeError, TypeError):
-                pass
+                freq = None  # not robomimic's env_args: no rate to read there
+            if freq is not None:
+                return _attr_fps(freq, f"{path}: env_args control_freq")
     raise InvalidInput(f"{path}: no fps attribute; pass --fps")
 
 
@@ -94,6 +95,11 @@ def _read(ds, path: Path, name: str) -> np.ndarray:
         raise InvalidInput(f"{path}: cannot read {name} ({e})") from None
 
 
+def _read_at(group, key: str, path: Path, name: str) -> np.ndarray:
+    """The values of the dataset ``group[key]`` (``name`` in messages), read as ``_read`` reads."""
+    return _read(_member(group, key, path, name), path, name)
+
+
 def _member(group, key: str, path: Path, name: str):
     """``group[key]``, refusing links that lead out of this file (external links)."""
     import h5py
@@ -119,15 +125,15 @@ def iter_aloha(path: str | Path, fps: float | None = None) -> Iterator[tuple[str
     path = Path(path)
     with _open(path) as f:
         rate = _fps(f, path, fps)
-        action = _read(_member(f, "action", path, "/action"), path, "/action")
+        action = _read_at(f, "action", path, "/action")
         n = len(action)
         t = _stamps(n, rate)
         streams: list[Stream] = []
         obs = _member(f, "observations", path, "/observations")
-        lengths = _read(_member(f, "compress_len", path, "/compress_len"), path, "/compress_len") if "compress_len" in f else None
+        lengths = _read_at(f, "compress_len", path, "/compress_len") if "compress_len" in f else None
         images = _member(obs, "images", path, "/observations/images") if "images" in obs else {}
         for i, cam in enumerate(sorted(images)):
-            data = _read(_member(images, cam, path, f"/observations/images/{cam}"), path, f"/observations/images/{cam}")
+            data = _read_at(images, cam, path, f"/observations/images/{cam}")
             if len(data) != n:
                 raise InvalidInput(f"{path}: {len(data)} frames of {cam} for {n} actions")
             if data.ndim == 2:  # JPEG bytes, zero-padded
@@ -139,7 +145,7 @@ def iter_aloha(path: str | Path, fps: float | None = None) -> Iterator[tuple[str
                 streams.append(ImageStream(f"{cam}/rgb", t, data))
         for key, name in ALOHA_ARRAYS.items():
             if key in obs:
-                values = _read(_member(obs, key, path, f"/observations/{key}"), path, f"/observations/{key}")
+                values = _read_at(obs, key, path, f"/observations/{key}")
                 streams.append(ArrayStream(name, t, values, units="rad" if key == "qpos" else None))
         streams.append(ArrayStream("action/value", t, action))
         meta = {"source": "aloha hdf5", "file": path.name, "fps": rate, "sim": bool(f.attrs.get("sim", False))}
@@ -154,12 +160,12 @@ def iter_robomimic(path: str | Path, fps: float | None = None) -> Iterator[tuple
         demos = sorted(data, key=lambda k: int(k.split("_")[-1]) if k.split("_")[-1].isdigit() else k)
         for demo in demos:
             g = _member(data, demo, path, f"/data/{demo}")
-            actions = _read(_member(g, "actions", path, f"/data/{demo}/actions"), path, f"/data/{demo}/actions")
+            actions = _read_at(g, "actions", path, f"/data/{demo}/actions")
             t = _stamps(len(actions), rate)
             streams: list[Stream] = []
             group = _member(g, "obs", path, f"/data/{demo}/obs") if "obs" in g else {}
             for key in sorted(group):
-                values = _read(_member(group, key, path, f"/data/{demo}/obs/{key}"), path, f"/data/{demo}/obs/{key}")
+                values = _read_at(group, key, path, f"/data/{demo}/obs/{key}")
                 if key.endswith("_image") or (values.ndim == 4 and values.dtype == np.uint8):
                     streams.append(ImageStream(f"{key.removesuffix('_image')}/rgb", t, values))
                 else:

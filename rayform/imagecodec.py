@@ -118,13 +118,14 @@ def encode_png(image: np.ndarray) -> bytes:
 
 
 def decode(data: bytes | memoryview, encoding: str, expect: tuple[int, ...] | None = None,
-           what: str = "image") -> np.ndarray:
-    """An encoded image decoded, its header checked first (against ``expect``, (H, W), if given)."""
+           what: str = "image", out: np.ndarray | None = None) -> np.ndarray:
+    """An encoded image decoded, its header checked first (against ``expect``, (H, W), if given).
+    A JPEG is decoded straight into ``out`` when given; a PNG always into a new array."""
     if encoding not in ("jpeg", "png"):
         raise InvalidInput(f"image encoding {encoding!r}: not jpeg or png")
     check_dimensions(data, encoding, expect, what)
     try:
-        return decode_jpeg(data) if encoding == "jpeg" else decode_png(data)
+        return decode_jpeg(data, out) if encoding == "jpeg" else decode_png(data)
     except Exception as e:
         raise Malformed(f"{what}: not a decodable {encoding} image ({type(e).__name__}: {str(e)[:100]})") from None
 

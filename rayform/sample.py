@@ -170,21 +170,14 @@ def decode_image(data: Any, fmt: str, out: np.ndarray | None = None, shape: tupl
     first: a header that claims another size never gets to allocate."""
     if fmt == "npy":
         image = records.from_npy(bytes(data), what)
-        if shape is not None and image.shape != tuple(shape):
-            raise Malformed(f"{what}: {image.shape}, the pack says {tuple(shape)}")
     elif fmt in ("jpg", "png"):
-        encoding = "jpeg" if fmt == "jpg" else "png"
-        imagecodec.check_dimensions(data, encoding, shape, what)
-        try:
-            if fmt == "jpg":
-                return imagecodec.decode_jpeg(data, out)
-            image = imagecodec.decode_png(bytes(data))
-        except Exception as e:  # each codec's own error for bytes it cannot decode
-            raise Malformed(f"{what}: not a decodable {encoding} image ({type(e).__name__}: {str(e)[:100]})") from None
-        if shape is not None and image.shape != tuple(shape):
-            raise Malformed(f"{what}: decoded as {image.shape}, the pack says {tuple(shape)}")
+        image = imagecodec.decode(data, "jpeg" if fmt == "jpg" else "png", shape, what, out)
+        if image is out:
+            return out
     else:
         raise Malformed(f"image member format {fmt!r}: not jpg, png or npy")
+    if shape is not None and image.shape != tuple(shape):
+        raise Malformed(f"{what}: decoded as {image.shape}, the pack says {tuple(shape)}")
     if out is None:
         return image
     np.copyto(out, image.reshape(out.shape))

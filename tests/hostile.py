@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 
 import rayform
-from rayform import records
 from rayform.cli.main import main as cli
+from rayform.pack.packer import StoredShards
 from rayform.pack.shards import ShardWriter
 from rayform.reader import PackReader
 
@@ -58,24 +58,14 @@ def forge_pack(client: rayform.Client, pack: rayform.Pack, *, manifest: Callable
         tmp = Path(store.cache.root if store.cache else store.root) / "forge"
         tmp.mkdir(parents=True, exist_ok=True)
         writer = ShardWriter(str(tmp), pack.spec.shard_bytes, pack.members, m.get("chunks", {}).get("bytes"))
-        shards, rows, chunks = [], [], []
-
-        def keep(shard) -> None:
-            store.put_blob_file(shard.path, shard.sha256)
-            os.unlink(shard.path)
-            rows.append(np.column_stack([np.full(shard.samples, len(shards), np.int64), shard.index]))
-            shards.append({"sha256": shard.sha256, "bytes": shard.bytes, "samples": shard.samples})
-            chunks.append(shard.chunks)
-
+        stored = StoredShards(store)
         for i, (key, raw) in enumerate(reader.raw_many(range(pack.samples))):
             sample = {n: member(i, n, bytes(v)) for n, v in raw.items()}
             for shard in writer.add(f"forged-{i:06d}", sample):
-                keep(shard)
+                stored.add(shard)
         for shard in writer.finish():
-            keep(shard)
-        m["shards"] = shards
-        m["index"] = store.put_blob(records.to_npy(np.concatenate(rows)))
-        m["chunks"] = {"bytes": writer.chunk_bytes, "digests": store.put_blob(b"".join(chunks))}
+            stored.add(shard)
+        m.update(stored.manifest_fields(writer.chunk_bytes))
     if index is not None:
         m["index"] = store.put_blob(index(np.asarray(PackReader(store, pack, pack.members).index)))
     if manifest is not None:

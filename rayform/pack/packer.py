@@ -31,7 +31,7 @@ from rayform.pack.manifest import Pack
 from rayform.pack.plan import SegmentPlan, Task, plan_segment, resolve_streams, tasks_of
 from rayform.pack.render import LOWDIM, StreamSchema, member_format, render_task
 from rayform.pack import shards as shard_files
-from rayform.pack.shards import ShardWriter
+from rayform.pack.shards import ShardFile, ShardWriter
 from rayform.pack.spec import PACK_FORMAT, PackSpec
 from rayform.segments import Segment
 from rayform.slices import Slice
@@ -65,28 +65,18 @@ def pack_slice(
     _sweep(store)
     tasks = [(plans[t.position], t) for p in plans for t in tasks_of(p, spec.samples_per_task)]
 
-    shards: list[dict[str, Any]] = []
-    rows: list[np.ndarray] = []
-    chunks: list[bytes] = []
     bar = tqdm(total=total, unit="sample", desc=f"pack {slice_.id}", disable=not progress, leave=False)
     tmp = scratch_dir(SCRATCH)
     try:
         writer = ShardWriter(tmp, spec.shard_bytes, members, shard_files.CHUNK_BYTES)
-
-        def store_shard(shard) -> None:
-            store.put_blob_file(shard.path, shard.sha256)
-            os.unlink(shard.path)
-            rows.append(np.column_stack([np.full(shard.samples, len(shards), np.int64), shard.index]))
-            shards.append({"sha256": shard.sha256, "bytes": shard.bytes, "samples": shard.samples})
-            chunks.append(shard.chunks)
-
+        stored = StoredShards(store)
         for samples in _rendered(slice_, spec, schema, tasks, executor, workers):
             for key, sample in samples:
                 for shard in writer.add(key, sample):
-                    store_shard(shard)
+                    stored.add(shard)
             bar.update(len(samples))
         for shard in writer.finish():
-            store_shard(shard)
+            stored.add(shard)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     bar.close()
@@ -98,9 +88,7 @@ def pack_slice(
         "spec": spec.to_manifest(),
         "schema": {n: s.to_manifest() for n, s in schema.items()},
         "members": members,
-        "shards": shards,
-        "index": store.put_blob(records.to_npy(np.concatenate(rows))),
-        "chunks": {"bytes": writer.chunk_bytes, "digests": store.put_blob(b"".join(chunks))},
+        **stored.manifest_fields(writer.chunk_bytes),
         "samples": total,
         "instants": sum(p.instants for p in plans),
         "dropped": _dropped(plans),
@@ -117,6 +105,31 @@ def pack_slice(
         log.info("%s: dropped %d of %d instants as stale (%s)", slice_.id, pack.dropped["instants"],
                  pack.instants, ", ".join(f"{k}: {v}" for k, v in pack.dropped["by_stream"].items() if v))
     return pack
+
+
+class StoredShards:
+    """Finished shards moved into the store in order, and what the pack manifest says of them:
+    the shard list, the offset index blob and the chunk digests blob."""
+
+    def __init__(self, store) -> None:
+        self.store = store
+        self.shards: list[dict[str, Any]] = []
+        self._rows: list[np.ndarray] = []
+        self._chunks: list[bytes] = []
+
+    def add(self, shard: ShardFile) -> None:
+        self.store.put_blob_file(shard.path, shard.sha256)
+        os.unlink(shard.path)
+        self._rows.append(np.column_stack([np.full(shard.samples, len(self.shards), np.int64), shard.index]))
+        self.shards.append({"sha256": shard.sha256, "bytes": shard.bytes, "samples": shard.samples})
+        self._chunks.append(shard.chunks)
+
+    def manifest_fields(self, chunk_bytes: int) -> dict[str, Any]:
+        return {
+            "shards": self.shards,
+            "index": self.store.put_blob(records.to_npy(np.concatenate(self._rows))),
+            "chunks": {"bytes": chunk_bytes, "digests": self.store.put_blob(b"".join(self._chunks))},
+        }
 
 
 def _rendered(
