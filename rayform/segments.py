@@ -242,7 +242,7 @@ class Segments:
         for key in self.store.list_refs(prefix):
             parts = key.split("/")
             if len(parts) == 4 and names.SEGMENT_ID.fullmatch(parts[3].removesuffix(".json")):
-                ref = self._parse_ref(self.store.get_ref(key, check=lambda r, key=key: self._parse_ref(r, key)), key)
+                ref = self.store.get_ref(key, parse=lambda r, key=key: self._parse_ref(r, key))
                 out.append(SegmentRef(ref["id"], ref["versions"][-1], ref["site"], ref["name"]))
         return sorted(out, key=lambda r: (r.site, r.name))
 
@@ -253,7 +253,7 @@ class Segments:
     def _ref(self, segment_id: str) -> dict:
         for key in self.store.list_refs("refs/segments"):
             if key.endswith(f"/{segment_id}.json"):
-                return self._parse_ref(self.store.get_ref(key, check=lambda r: self._parse_ref(r, key)), key)
+                return self.store.get_ref(key, parse=lambda r: self._parse_ref(r, key))
         raise SegmentNotFound(f"{segment_id}: no such segment in {self.store.display}")
 
     def _parse_ref(self, ref: Any, key: str) -> dict:
@@ -272,7 +272,7 @@ class Segments:
     def _record_version(self, sid: str, site: str, name: str, version: str) -> None:
         key = f"refs/segments/{site}/{sid}.json"
         try:
-            ref = self._parse_ref(self.store.get_ref(key), key)
+            ref = self.store.get_ref(key, parse=lambda r: self._parse_ref(r, key))
         except NotFound:
             ref = {"id": sid, "site": site, "name": name, "versions": []}
         if ref["versions"] and ref["versions"][-1] == version:

@@ -154,7 +154,7 @@ class Slices:
             raise SliceNotFound(f"{str(slice_id)[:80]!r}: not a slice id (they look like slc_7c1e04aa)")
         what = f"ref of {slice_id} in {self.store.display}"
         try:
-            ref = self.store.get_ref(f"refs/slices/{slice_id}.json", check=lambda r: _ref_manifest(r, slice_id, what))
+            digest = self.store.get_ref(f"refs/slices/{slice_id}.json", parse=lambda r: _ref_manifest(r, slice_id, what))
         except OfflineError:
             raise OfflineError(
                 f"{slice_id}: not in the cache and RAYFORM_OFFLINE=1 forbids reading {self.store.display}. "
@@ -165,7 +165,6 @@ class Slices:
                 f"{slice_id}: no such slice in {self.store.display}. "
                 "List them with: rayform slices ls"
             ) from None
-        digest = _ref_manifest(ref, slice_id, what)
         manifest = self.store.get_json_blob(digest, f"slice manifest of {slice_id}")
         return Slice(self.store, slice_id, digest, manifest)
 
@@ -199,12 +198,13 @@ class Slices:
         for n in range(ID_HEX, len(digest) + 1):
             slice_id = "slc_" + digest[:n]
             key = f"refs/slices/{slice_id}.json"
+            what = f"ref of {slice_id} in {self.store.display}"
             try:
-                existing = self.store.get_ref(key)
+                existing = self.store.get_ref(key, parse=lambda r, sid=slice_id, what=what: _ref_manifest(r, sid, what))
             except NotFound:
                 self.store.put_ref(key, {"id": slice_id, "manifest": digest})
                 return slice_id
-            if _ref_manifest(existing, slice_id, f"ref of {slice_id} in {self.store.display}") == digest:
+            if existing == digest:
                 return slice_id
         raise AssertionError("unreachable: a full digest cannot collide with another")
 

@@ -234,19 +234,17 @@ class Store:
         return self.put_blob(canonical_json(obj))
 
     # -- refs --------------------------------------------------------------------------
-    def get_ref(self, key: str, check: Callable[[dict[str, Any]], Any] | None = None) -> dict[str, Any]:
-        """A small JSON document at ``key``; NotFound if absent, Malformed if not a JSON object
-        (or if ``check``, given the document, raises).
+    def get_ref(self, key: str, parse: Callable[[dict[str, Any]], Any] | None = None) -> Any:
+        """A small JSON document at ``key``, or what ``parse`` makes of it; NotFound if absent,
+        Malformed if not a JSON object (or if ``parse`` refuses it).
 
         A remote store's refs are copied into the cache as they are read (only once they
-        parse and pass ``check``), and read from there when offline.
+        parse), and read from there when offline.
         """
         what = f"ref {key} in {self.display}"
+        parse = parse or (lambda doc: doc)
         if self.cache is None:
-            doc = json_document(self._read(self._path(key), key), what)
-            if check is not None:
-                check(doc)
-            return doc
+            return parse(json_document(self._read(self._path(key), key), what))
         if self.offline:
             cached = self.cache.get_ref(self.id, key)
             if cached is None:
@@ -254,17 +252,13 @@ class Store:
                     f"{key.rsplit('/', 1)[-1].removesuffix('.json')}: not in the cache {self.cache.root} "
                     f"and RAYFORM_OFFLINE=1. Run: rayform pull <slice>"
                 )
-            if check is not None:
-                check(cached)
-            return cached
+            return parse(cached)
         data = self._read(self._path(key), key)
-        doc = json_document(data, what)  # a ref that does not parse (or check) never reaches the cache
-        if check is not None:
-            check(doc)
+        parsed = parse(json_document(data, what))  # a ref that does not parse never reaches the cache
         if self.cache.get_ref(self.id, "store.json") is None:  # lets `rayform cache` name the store
             self.cache.put_ref(self.id, "store.json", canonical_json({"url": self.display}))
         self.cache.put_ref(self.id, key, data)
-        return doc
+        return parsed
 
     def put_ref(self, key: str, obj: Any) -> None:
         self._guard_offline_write()

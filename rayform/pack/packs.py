@@ -31,7 +31,7 @@ class Packs:
             def manifest_of(ref: dict, what: str = what) -> str:
                 return names.digest(mapping(ref, what).get("manifest"), f"{what}: manifest")
 
-            digest = manifest_of(self.store.get_ref(key, check=manifest_of))
+            digest = self.store.get_ref(key, parse=manifest_of)
             pack = Pack(digest, self.store.get_json_blob(digest, f"pack manifest of {sid}"))
             if pack.slice_id != sid:
                 raise Malformed(f"{what}: names a pack of {pack.slice_id}, not of {sid}")
