@@ -96,8 +96,7 @@ def main() -> None:
         print(f"uploading {len(pack.shards)} shards to {endpoint} ...", file=sys.stderr, flush=True)
         root = Path(local.store.root)
         needed = [f"refs/slices/{slice_.id}.json", *(str(p.relative_to(root)) for p in (root / "refs" / "packs" / slice_.id).glob("*.json"))]
-        needed += [local.store.blob_key(d) for d in [slice_.digest, pack.digest, pack.index_blob]
-                   + [s.sha256 for s in pack.shards]]
+        needed += [local.store.blob_key(d) for d in [slice_.digest, pack.digest, *pack.blobs()]]
         for key in needed:
             fs.put_file(str(root / key), f"bench/store/{key}")
 
