@@ -25,14 +25,14 @@ import sys
 import tempfile
 import time
 import urllib.request
-from statistics import median
 from pathlib import Path
+from statistics import median
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import loader as bench  # noqa: E402  (the same slice, bound and webdataset reference)
 
 import rayform  # noqa: E402
-from rayform.cache import ShardCache  # noqa: E402
+from rayform.store.cache import ShardCache  # noqa: E402
 
 
 def start_moto() -> tuple[subprocess.Popen, str]:

@@ -19,10 +19,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rayform import imagecodec
 from rayform.client import Client
-from rayform.segments import SegmentRef
-from rayform.streams import ArrayStream, ImageStream, PoseStream, Stream
+from rayform.codec import imagecodec
+from rayform.recordings.segments import SegmentRef
+from rayform.recordings.streams import ArrayStream, ImageStream, PoseStream, Stream
 
 EPOCH_NS = 1_760_000_000 * 10**9  # a fixed, plausible wall-clock start
 NS = 10**9

@@ -28,7 +28,7 @@ import numpy as np
 
 from rayform.errors import InvalidInput
 from rayform.pack.spec import check_fps
-from rayform.streams import ArrayStream, ImageStream, Stream
+from rayform.recordings.streams import ArrayStream, ImageStream, Stream
 
 NS = 1_000_000_000
 MAX_DATASET_BYTES = 8 << 30  # a dataset claiming more is refused before it is read

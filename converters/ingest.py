@@ -17,10 +17,10 @@ from typing import Any
 
 from rayform.client import Client
 from rayform.errors import InvalidInput, RayformError
-from rayform.segments import SegmentRef
-from rayform.slices import Slice
-from rayform.store import StoreRef
-from rayform.streams import Stream
+from rayform.recordings.segments import SegmentRef
+from rayform.recordings.slices import Slice
+from rayform.recordings.streams import Stream
+from rayform.store.store import StoreRef
 
 Episodes = Iterator[tuple[str, list[Stream], dict]]
 
@@ -103,7 +103,7 @@ def ingest(
         raise InvalidInput(f"format {fmt!r}: one of {', '.join(sorted(FORMATS))}")
     from tqdm.auto import tqdm
 
-    from rayform.segments import check_site
+    from rayform.recordings.segments import check_site
 
     check_site(site)
     options = dict(options or {})

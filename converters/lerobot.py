@@ -23,10 +23,10 @@ from typing import Any
 
 import numpy as np
 
-from rayform import imagecodec
+from rayform.codec import imagecodec
 from rayform.errors import InvalidInput
 from rayform.pack.spec import check_fps
-from rayform.streams import RESERVED, ArrayStream, ImageStream, Stream
+from rayform.recordings.streams import RESERVED, ArrayStream, ImageStream, Stream
 
 SKIP_FEATURES = {"timestamp", "frame_index", "episode_index", "index", "task_index"}
 NS = 1_000_000_000

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from rayform.errors import InvalidInput
-from rayform.streams import ArrayStream, ImageStream, PoseStream, Stream
+from rayform.recordings.streams import ArrayStream, ImageStream, PoseStream, Stream
 
 IMAGE = {"sensor_msgs/msg/Image"}
 COMPRESSED = {"sensor_msgs/msg/CompressedImage"}

@@ -24,10 +24,10 @@ from rayform.errors import (
     StreamNotFound,
 )
 from rayform.pack import Pack, PackSpec
-from rayform.segments import Segment, SegmentRef
-from rayform.slices import Slice
-from rayform.store import Store
-from rayform.streams import ArrayStream, ImageStream, PoseStream
+from rayform.recordings.segments import Segment, SegmentRef
+from rayform.recordings.slices import Slice
+from rayform.recordings.streams import ArrayStream, ImageStream, PoseStream
+from rayform.store.store import Store
 
 __version__ = "0.1.0"
 

@@ -7,9 +7,9 @@ from concurrent.futures import Executor
 from typing import Any
 
 from rayform.pack import Pack, Packs, PackSpec
-from rayform.segments import Segments
-from rayform.slices import Slice, Slices
-from rayform.store import Store
+from rayform.recordings.segments import Segments
+from rayform.recordings.slices import Slice, Slices
+from rayform.store.store import Store
 
 
 class Client:
@@ -42,5 +42,9 @@ class Client:
         """Pack a slice at ``fps`` (other :class:`PackSpec` fields as keywords)."""
         if isinstance(slice_, str):
             slice_ = self.slices.get(slice_)
-        return self.packs.create(slice_, PackSpec(fps=fps, **spec), executor=executor, workers=workers,
-                                 progress=progress, force=force)
+        from rayform.packer.packing import (
+            pack_slice,  # the packer (and tqdm) only when packing
+        )
+
+        return pack_slice(slice_, PackSpec(fps=fps, **spec), executor=executor, workers=workers,
+                          progress=progress, force=force)

@@ -6,12 +6,12 @@ from dataclasses import dataclass, field
 
 from tqdm.auto import tqdm
 
-from rayform.cache import ShardCache
-from rayform.client import Client
 from rayform import names
+from rayform.client import Client
 from rayform.errors import Malformed, PackNotFound
-from rayform.files import verify_once
 from rayform.pack import Pack
+from rayform.store.cache import ShardCache
+from rayform.store.files import verify_once
 from rayform.untrusted import json_document
 
 

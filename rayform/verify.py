@@ -10,9 +10,9 @@ from tqdm.auto import tqdm
 
 from rayform.errors import NotFound, RayformError
 from rayform.pack import Pack
-from rayform.segments import Segments
-from rayform.slices import Slice
-from rayform.store import CHUNK, Store
+from rayform.recordings.segments import Segments
+from rayform.recordings.slices import Slice
+from rayform.store.store import CHUNK, Store
 
 
 @dataclass(frozen=True)

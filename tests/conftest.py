@@ -11,9 +11,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from rayform.converters.demo import DemoConfig, ingest_demo
 
 import rayform
-from rayform.converters.demo import DemoConfig, ingest_demo
 
 REAL_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "real"
 SMALL_DEMO = DemoConfig(episodes=2, seconds=3.0, seed=7, image_size=64)
@@ -163,13 +163,13 @@ def s3_demo(s3_endpoint, tmp_path_factory) -> tuple[str, dict, str]:
     url = f"s3://{s3_endpoint.bucket()}/store"
     options = s3_endpoint.storage_options
     client = rayform.Client(url, storage_options=options)
-    from rayform.cache import ShardCache
+    from rayform.store.cache import ShardCache
 
     client.store.cache = ShardCache(tmp_path_factory.mktemp("writer-cache"))
     s = client.slices.create(ingest_demo(client, "lab", SMALL_DEMO), name="small")
     # 16 KiB chunks: each small shard is verified in ten or so chunks as it streams
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("rayform.pack.shards.CHUNK_BYTES", 16 << 10)
+        patch.setattr("rayform.packer.shards.CHUNK_BYTES", 16 << 10)
         client.pack(s, 15, workers=1, progress=False, shard_bytes=150_000)
     return url, options, s.id
 

@@ -14,9 +14,9 @@ import numpy as np
 
 import rayform
 from rayform.cli.main import main as cli
-from rayform.pack.packer import StoredShards
-from rayform.pack.shards import ShardWriter
-from rayform.reader import PackReader
+from rayform.packer.packing import StoredShards
+from rayform.packer.shards import ShardWriter
+from rayform.read.reader import PackReader
 
 
 def tree(root: Path, skip: Path | None = None) -> dict[str, str]:

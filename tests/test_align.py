@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rayform import align
+from rayform.packer import align
 
 MS = 1_000_000
 

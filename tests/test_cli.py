@@ -100,8 +100,9 @@ def test_a_bad_pack_workers_variable_is_one_line_and_exit_2(demo_store):
 def test_a_cache_dir_that_is_a_file_is_one_clear_error(tmp_path, monkeypatch):
     import uuid
 
-    import rayform
     from rayform.converters.demo import DemoConfig, ingest_demo
+
+    import rayform
 
     (tmp_path / "a-file").write_text("x")
     monkeypatch.setenv("RAYFORM_CACHE_DIR", str(tmp_path / "a-file"))
@@ -124,7 +125,7 @@ def test_an_unwritable_store_is_one_line(tmp_path):
 def test_an_unexpected_failure_is_one_line_exit_1_and_a_traceback_with_debug(demo_store, tmp_path):
     store, slice_id = demo_store
     crash = tmp_path / "sitecustomize.py"  # makes listing fail the way a bug would
-    crash.write_text("import rayform.slices as s\n"
+    crash.write_text("import rayform.recordings.slices as s\n"
                      "def boom(self):\n    raise ZeroDivisionError('a bug')\n"
                      "s.Slices.list = boom\n")
     env = {"PYTHONPATH": str(tmp_path)}

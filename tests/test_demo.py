@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import numpy as np
-
 from rayform.converters.demo import DemoConfig, demo_episode
 
 

@@ -9,14 +9,14 @@ import random
 import numpy as np
 import pytest
 from hostile import forge_pack
+from rayform.converters.demo import DemoConfig, ingest_demo
 
 import rayform
-from rayform import records
-from rayform.converters.demo import DemoConfig, ingest_demo
+from rayform.codec import records
 from rayform.errors import RayformError
 from rayform.pack.manifest import Pack
-from rayform.reader import PackReader, _check_rows, _map_index
-from rayform.sample import SampleBuilder, SampleSpec
+from rayform.read.reader import PackReader, _check_rows, _map_index
+from rayform.read.sample import SampleBuilder, SampleSpec
 
 SEED = 20261203
 HOSTILE_VALUES = [None, True, -1, 0, 2**63, 1e308, float("nan"), "", "../../x", "/etc/passwd", "A" * 64,

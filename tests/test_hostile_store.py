@@ -13,9 +13,10 @@ import uuid
 import numpy as np
 import pytest
 from hostile import forge_pack, run_cli, unchanged
+from rayform.converters.demo import DemoConfig, ingest_demo
 
 import rayform
-from rayform.converters.demo import DemoConfig, ingest_demo
+from rayform.codec import records
 from rayform.errors import Malformed, RayformError
 
 TINY = DemoConfig(episodes=2, seconds=2.0, seed=3, image_size=32)
@@ -193,13 +194,13 @@ def test_pack_manifests_with_hostile_content_touch_nothing(hostile, edit):
 
 
 @pytest.mark.parametrize("index", [
-    lambda rows: rayform.records.to_npy(rows[:-1]),  # fewer rows than samples
-    lambda rows: rayform.records.to_npy(rows.astype(np.int32)),
-    lambda rows: rayform.records.to_npy(np.where(np.arange(rows.shape[1]) == 2, rows + (1 << 40), rows)),
-    lambda rows: rayform.records.to_npy(np.where(np.arange(rows.shape[1]) == 0, 99, rows)),
-    lambda rows: rayform.records.to_npy(np.where(np.arange(rows.shape[1]) == 4, -1, rows)),
-    lambda rows: rayform.records.to_npy(rows)[:-8],  # header claims more than the file holds
-    lambda rows: rayform.records.to_npy(rows).replace(b"'shape': (", b"'shape': (99999999999, "),
+    lambda rows: records.to_npy(rows[:-1]),  # fewer rows than samples
+    lambda rows: records.to_npy(rows.astype(np.int32)),
+    lambda rows: records.to_npy(np.where(np.arange(rows.shape[1]) == 2, rows + (1 << 40), rows)),
+    lambda rows: records.to_npy(np.where(np.arange(rows.shape[1]) == 0, 99, rows)),
+    lambda rows: records.to_npy(np.where(np.arange(rows.shape[1]) == 4, -1, rows)),
+    lambda rows: records.to_npy(rows)[:-8],  # header claims more than the file holds
+    lambda rows: records.to_npy(rows).replace(b"'shape': (", b"'shape': (99999999999, "),
     lambda rows: b"\x93NUMPY\x01\x00\x10\x00{'descr': lambda}  \n",
 ])
 def test_indexes_with_hostile_content_touch_nothing(hostile, index):
@@ -234,7 +235,7 @@ def test_an_image_header_claiming_another_size_is_refused_before_decoding(hostil
 
 @pytest.mark.parametrize("lowdim", [
     b"", b"\xc1", b"\x92\x01", b"\x81\xa1a\x01",
-    rayform.records.dumps({"t_ns": "x", "arrays": {}, "slice": 1, "segment": 2, "segment_version": 3, "site": 4}),
+    records.dumps({"t_ns": "x", "arrays": {}, "slice": 1, "segment": 2, "segment_version": 3, "site": 4}),
 ])
 def test_records_with_hostile_content_are_malformed(hostile, lowdim):
     client, s, pack, around, cache = hostile

@@ -7,7 +7,7 @@ import os
 import fsspec
 import pytest
 
-from rayform import objectread
+from rayform.store import objectread
 
 
 @pytest.mark.parametrize("protocol", ["file", "memory"])
@@ -49,7 +49,7 @@ def test_a_stalled_server_fails_the_read_after_the_timeout_given():
 
 def test_retry_refuses_nonsense():
     from rayform.errors import InvalidInput
-    from rayform.shardstream import Retry
+    from rayform.store.fetch import Retry
 
     for bad in ({"timeout_s": 0}, {"attempts": -1}, {"backoff_s": float("nan")}, {"timeout_s": "1"}):
         with pytest.raises(InvalidInput):

@@ -8,9 +8,11 @@ from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 import numpy as np
 import pytest
 
-from rayform import ArrayStream, ImageStream, PackSpec, align, imagecodec, records
+from rayform import ArrayStream, ImageStream, PackSpec
+from rayform.codec import imagecodec, records
 from rayform.errors import InvalidInput, StreamNotFound
-from rayform.pack.render import LOWDIM
+from rayform.packer import align
+from rayform.packer.render import LOWDIM
 
 
 def _shard_path(client, pack, i=0):
@@ -145,8 +147,8 @@ def test_bad_pack_parameters_are_refused():
 def test_packing_again_returns_the_stored_pack(demo_client, monkeypatch):
     client, s = demo_client
     first = client.pack(s, 15, workers=1, progress=False)
-    import rayform.pack.packs as packs
+    import rayform.packer.packing as packing
 
-    monkeypatch.setattr(packs, "pack_slice", lambda *a, **k: pytest.fail("packed twice"))
+    monkeypatch.setattr(packing, "_render_pack", lambda *a, **k: pytest.fail("packed twice"))
     assert client.pack(s, 15, workers=1, progress=False).digest == first.digest
     assert client.packs.find(s, 15, ["cam0/rgb"], horizon=16).digest == first.digest

@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 
-from rayform import partition
+from rayform.read import partition
 
 
 def _read(sizes, world, workers, epoch, equalize):

@@ -7,7 +7,7 @@ import io
 import pytest
 
 from rayform.errors import IntegrityError
-from rayform.reader import PackReader
+from rayform.read.reader import PackReader
 
 
 class Arriving:
@@ -33,8 +33,9 @@ class Arriving:
 
 @pytest.fixture(scope="module")
 def packed(tmp_path_factory):
-    import rayform
     from rayform.converters.demo import DemoConfig, ingest_demo
+
+    import rayform
 
     client = rayform.Client(tmp_path_factory.mktemp("reader") / "store")
     s = client.slices.create(ingest_demo(client, "lab", DemoConfig(episodes=2, seconds=3.0, seed=5, image_size=64)), name="r")

@@ -7,10 +7,10 @@ import shutil
 
 import numpy as np
 import pytest
-
-import rayform
 from rayform.converters.ingest import ingest
 from rayform.converters.rosbag import describe_bag, read_bag
+
+import rayform
 from rayform.errors import InvalidInput
 
 
@@ -204,7 +204,7 @@ def test_ros1_bag_written_by_rosbags_with_compressed_images_and_odometry(tmp_pat
     from rosbags.rosbag1 import Writer
     from rosbags.typesys import Stores, get_typestore
 
-    from rayform import imagecodec
+    from rayform.codec import imagecodec
 
     store = get_typestore(Stores.ROS1_NOETIC)
     T = store.types

@@ -5,10 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rayform import ArrayStream, ImageStream, PoseStream, imagecodec
+from rayform import ArrayStream, ImageStream, PoseStream
+from rayform.codec import imagecodec
 from rayform.errors import InvalidInput, StreamNotFound
-from rayform.reader import PackReader
-from rayform.sample import SampleBuilder, SampleSpec
+from rayform.read.reader import PackReader
+from rayform.read.sample import SampleBuilder, SampleSpec
 
 MS = 1_000_000
 

@@ -7,7 +7,8 @@ import os
 import numpy as np
 import pytest
 
-from rayform import ArrayStream, ImageStream, PoseStream, imagecodec
+from rayform import ArrayStream, ImageStream, PoseStream
+from rayform.codec import imagecodec
 from rayform.errors import IntegrityError, InvalidInput, SegmentNotFound, StreamNotFound
 
 

@@ -9,8 +9,8 @@ import uuid
 import pytest
 
 import rayform
-from rayform import shardstream
 from rayform.errors import IntegrityError
+from rayform.store import fetch as shardstream
 
 CHUNK = 4096
 

@@ -8,7 +8,8 @@ import uuid
 import pytest
 
 from rayform.errors import BlobNotFound, IntegrityError, NotFound, OfflineError
-from rayform.store import Store, canonical_json, redact, sha256_hex
+from rayform.store.files import canonical_json, sha256_hex
+from rayform.store.store import Store, redact
 
 
 @pytest.fixture(params=["local", "memory", pytest.param("s3", marks=pytest.mark.s3)])

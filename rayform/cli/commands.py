@@ -7,7 +7,8 @@ import argparse
 from rayform.client import Client
 from rayform.errors import InvalidInput, PackNotFound
 from rayform.pack import PackSpec, parse_size
-from rayform.verify import pack_blobs, slice_blobs, verify as verify_blobs
+from rayform.verify import pack_blobs, slice_blobs
+from rayform.verify import verify as verify_blobs
 
 
 def _client(args: argparse.Namespace) -> Client:
@@ -93,6 +94,8 @@ def _parse_resize(text: str | None) -> tuple[int, int] | None:
 
 
 def pack(args: argparse.Namespace) -> int:
+    from rayform.packer.packing import pack_slice
+
     client = _client(args)
     s = client.slices.get(args.slice)
     spec = PackSpec(
@@ -105,7 +108,7 @@ def pack(args: argparse.Namespace) -> int:
         shard_bytes=parse_size(args.shard_size),
         staleness=args.staleness,
     )
-    p = client.packs.create(s, spec, workers=args.workers, progress=not args.quiet, force=args.force)
+    p = pack_slice(s, spec, workers=args.workers, progress=not args.quiet, force=args.force)
     size = sum(sh.bytes for sh in p.shards)
     print(f"pack {p.key} of {s.id}: {p.samples} samples at {p.fps} fps in {len(p.shards)} shards "
           f"({_fmt_bytes(size)})")
@@ -149,8 +152,8 @@ def pull(args: argparse.Namespace) -> int:
 
 
 def cache(args: argparse.Namespace) -> int:
-    from rayform.cache import ShardCache
     from rayform.pull import cache_summary
+    from rayform.store.cache import ShardCache
 
     c = ShardCache()
     size, files = c.size()
@@ -185,7 +188,8 @@ def _mapping(args: argparse.Namespace) -> dict[str, str | None]:
 
 
 def ingest(args: argparse.Namespace) -> int:
-    from rayform.converters.ingest import describe, ingest as ingest_sources
+    from rayform.converters.ingest import describe
+    from rayform.converters.ingest import ingest as ingest_sources
 
     if args.list:
         for path in args.paths:

@@ -1,4 +1,6 @@
-"""Packing: a slice rendered into content-addressed WebDataset shards plus a manifest."""
+"""A pack, as stored: its parameters (spec), how its samples are laid out (layout), its
+manifest and offset index (manifest), and the packs a store holds (packs). Both the packer
+and the readers import this package; it imports neither."""
 
 from rayform.pack.manifest import Pack, ShardInfo
 from rayform.pack.packs import Packs

@@ -14,7 +14,8 @@ import numpy as np
 
 from rayform import names
 from rayform.errors import Malformed
-from rayform.pack.render import LOWDIM, StreamSchema
+from rayform.pack import layout
+from rayform.pack.layout import LOWDIM, StreamSchema
 from rayform.pack.spec import PACK_FORMAT, PackSpec
 from rayform.untrusted import array_list, integer, mapping, parsing
 
@@ -56,7 +57,7 @@ class Pack:
                 n: StreamSchema.from_manifest(n, s, what) for n, s in mapping(manifest.get("schema"), what).items()
             }
         self.members: list[str] = list(array_list(manifest, "members", what))
-        expected = sorted([s.member for s in self.schema.values() if s.kind == "image"] + [LOWDIM])
+        expected = layout.members_of(self.schema)
         if self.members != expected:
             raise Malformed(f"{what}: members {str(self.members)[:120]} do not match its schema")
         self.shards: tuple[ShardInfo, ...] = tuple(
@@ -105,11 +106,11 @@ class Pack:
 
     @property
     def index_columns(self) -> int:
-        return 3 + 2 * len(self.members)
+        return layout.index_columns(self.members)
 
     def member_column(self, member: str) -> int:
         """Column of ``member``'s data offset in the index (its size is the next one)."""
-        return 3 + 2 * self.members.index(member)
+        return layout.member_column(self.members, member)
 
     def chunks_of(self, shard: int) -> range:
         """Which entries of the chunk digests belong to ``shard`` (needs ``chunk_bytes``)."""

@@ -1,17 +1,16 @@
-"""``client.packs``: find, list and make the packs of a slice."""
+"""``client.packs``: the packs of a slice a store holds: list them, get one by its spec, find
+one that fits. (Making one is the packer's: ``rayform.packer.packing.pack_slice``.)"""
 
 from __future__ import annotations
 
 import dataclasses
-from concurrent.futures import Executor
 
 from rayform import names
-from rayform.errors import Malformed, NotFound, PackNotFound
+from rayform.errors import Malformed, PackNotFound
 from rayform.pack.manifest import Pack
-from rayform.pack.packer import pack_slice
 from rayform.pack.spec import PackSpec
-from rayform.slices import Slice
-from rayform.store import Store
+from rayform.recordings.slices import Slice
+from rayform.store.store import Store
 from rayform.untrusted import mapping
 
 
@@ -59,21 +58,3 @@ class Packs:
                 f"Run: rayform pack {sid} --fps {fps:g}"
             )
         return min(fitting, key=lambda p: (len(p.spec.streams), p.spec.max_horizon, p.digest))
-
-    def create(
-        self,
-        slice_: Slice,
-        spec: PackSpec,
-        *,
-        executor: Executor | None = None,
-        workers: int | None = None,
-        progress: bool = True,
-        force: bool = False,
-    ) -> Pack:
-        """Pack ``slice_`` at ``spec``, or return the pack already made with it."""
-        if not force:
-            try:
-                return self.get(slice_, spec)
-            except NotFound:
-                pass
-        return pack_slice(slice_, spec, executor=executor, workers=workers, progress=progress)

@@ -6,7 +6,7 @@
   from object storage, split by rank and worker, with an epoch-seeded shuffle buffer.
 """
 
-from rayform.shardstream import Retry
+from rayform.store.fetch import Retry
 from rayform.torch.episode import EpisodeDataset
 from rayform.torch.streaming import ShuffleConfig, StreamingEpisodeDataset
 from rayform.torch.world import World

@@ -10,14 +10,15 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from rayform.cache import ShardCache
-from rayform.reader import PackReader
-from rayform.sample import SampleBuilder, SampleSpec, obs_list
-from rayform.shuffle import Permutation
-from rayform.slices import Slice
+from rayform.read.order import Permutation
+from rayform.read.reader import PackReader
+from rayform.read.sample import SampleBuilder, SampleSpec, obs_list
+from rayform.recordings.slices import Slice
+from rayform.store.cache import ShardCache
 from rayform.torch.batch import BatchBuffer, Sample
 from rayform.torch.packsource import pack_for, store_for
 from rayform.torch.tensors import to_torch
+
 
 class EpisodeDataset(Dataset):
     """Time-aligned samples of a slice, served from its pack at ``fps``.

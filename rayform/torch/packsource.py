@@ -8,12 +8,12 @@ from __future__ import annotations
 import logging
 import os
 
-from rayform.cache import ShardCache
 from rayform.errors import NotFound, OfflineError
 from rayform.pack import Pack
-from rayform.sample import SampleSpec
-from rayform.slices import Slice
-from rayform.store import Store
+from rayform.read.sample import SampleSpec
+from rayform.recordings.slices import Slice
+from rayform.store.cache import ShardCache
+from rayform.store.store import Store
 from rayform.torch.world import World
 
 log = logging.getLogger("rayform")
@@ -29,6 +29,7 @@ def store_for(slice_: Slice, cache: ShardCache | str | os.PathLike | None) -> St
 
 def pack_for(slice_: Slice, store: Store, fps: float, spec: SampleSpec) -> Pack:
     from rayform.pack import Packs, PackSpec
+    from rayform.packer.packing import pack_slice
 
     packs = Packs(store)
     try:
@@ -45,7 +46,7 @@ def pack_for(slice_: Slice, store: Store, fps: float, spec: SampleSpec) -> Pack:
         log.warning("rayform: %s has no pack at %g fps; packing it now into %s", slice_.id, fps, store.display)
         slice_on_store = Slice(store, slice_.id, slice_.digest, slice_.manifest())
         # In this process only: a pool would re-import the user's (often unguarded) script.
-        return packs.create(slice_on_store, PackSpec(fps=fps, max_horizon=max(16, spec.horizon)), workers=1)
+        return pack_slice(slice_on_store, PackSpec(fps=fps, max_horizon=max(16, spec.horizon)), workers=1)
 
 
 def _writable(store: Store) -> bool:

@@ -10,16 +10,22 @@ from typing import Any
 import torch
 from torch.utils.data import IterableDataset
 
-from rayform import partition, stages
-from rayform.cache import ShardCache
 from rayform.errors import IntegrityError
-from rayform.reader import PackReader
-from rayform.sample import SampleBuilder, SampleSpec, obs_list
-from rayform.shardstream import Retry
-from rayform.slices import Slice
-from rayform.store import Store
+from rayform.read import partition
+from rayform.read import runs as stages
+from rayform.read.reader import PackReader
+from rayform.read.sample import SampleBuilder, SampleSpec, obs_list
+from rayform.recordings.slices import Slice
+from rayform.store.cache import ShardCache
+from rayform.store.fetch import Retry
+from rayform.store.store import Store
+from rayform.torch.batch import (
+    BatchBuffer,
+    Sample,
+    collate_samples,
+    default_collate_fn_map,
+)
 from rayform.torch.packsource import pack_for, store_for
-from rayform.torch.batch import BatchBuffer, Sample, collate_samples, default_collate_fn_map
 from rayform.torch.tensors import to_torch
 from rayform.torch.world import World
 

@@ -10,8 +10,8 @@ import pytest
 from hostile import run_cli, unchanged
 
 import rayform
-from rayform.cache import ShardCache
 from rayform.errors import IntegrityError
+from rayform.store.cache import ShardCache
 
 pytestmark = pytest.mark.s3
 

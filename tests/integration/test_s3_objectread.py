@@ -7,7 +7,7 @@ import os
 import fsspec
 import pytest
 
-from rayform import objectread
+from rayform.store import objectread
 
 pytestmark = pytest.mark.s3
 

@@ -24,17 +24,26 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
-from rayform import config, records
-from rayform.errors import InvalidInput
-from rayform.files import exit_with, scratch_dir, sweep_scratch
+from rayform import config
+from rayform.codec import records
+from rayform.errors import InvalidInput, NotFound
+from rayform.pack.layout import StreamSchema, members_of
 from rayform.pack.manifest import Pack
-from rayform.pack.plan import SegmentPlan, Task, plan_segment, resolve_streams, tasks_of
-from rayform.pack.render import LOWDIM, StreamSchema, member_format, render_task
-from rayform.pack import shards as shard_files
-from rayform.pack.shards import ShardFile, ShardWriter
+from rayform.pack.packs import Packs
 from rayform.pack.spec import PACK_FORMAT, PackSpec
-from rayform.segments import Segment
-from rayform.slices import Slice
+from rayform.packer import shards as shard_files
+from rayform.packer.plan import (
+    SegmentPlan,
+    Task,
+    plan_segment,
+    resolve_streams,
+    tasks_of,
+)
+from rayform.packer.render import member_format, render_task
+from rayform.packer.shards import ShardFile, ShardWriter
+from rayform.recordings.segments import Segment
+from rayform.recordings.slices import Slice
+from rayform.store.files import exit_with, scratch_dir, sweep_scratch
 
 log = logging.getLogger("rayform.pack")
 SCRATCH = os.path.join(tempfile.gettempdir(), "rayform-pack")  # shards are written here before they are stored
@@ -47,8 +56,20 @@ def pack_slice(
     executor: Executor | None = None,
     workers: int | None = None,
     progress: bool = True,
+    force: bool = False,
 ) -> Pack:
-    """Render ``slice_`` at ``spec`` into shards in its store; returns the stored pack."""
+    """The pack of ``slice_`` made with ``spec``: the one stored already (unless ``force``),
+    else ``slice_`` rendered into shards in its store."""
+    if not force:
+        try:
+            return Packs(slice_.store).get(slice_, spec)
+        except NotFound:
+            pass
+    return _render_pack(slice_, spec, executor, workers, progress)
+
+
+def _render_pack(slice_: Slice, spec: PackSpec, executor: Executor | None, workers: int | None,
+                 progress: bool) -> Pack:
     store = slice_.store
     segments = [slice_.segment(i) for i in range(len(slice_.segments))]
     streams = resolve_streams(segments, spec.streams)
@@ -61,7 +82,7 @@ def pack_slice(
             f"{slice_.id}: no instant at {spec.fps} fps has every stream of {', '.join(streams)} "
             "fresh; check the streams' time ranges or raise the staleness tolerance"
         )
-    members = sorted([s.member for s in schema.values() if s.kind == "image"] + [LOWDIM])
+    members = members_of(schema)
     _sweep(store)
     tasks = [(plans[t.position], t) for p in plans for t in tasks_of(p, spec.samples_per_task)]
 

@@ -11,9 +11,15 @@ from dataclasses import dataclass
 from typing import Any, Union
 
 from rayform import names
-from rayform.errors import InvalidInput, Malformed, NotFound, OfflineError, SliceNotFound
-from rayform.segments import Segment, SegmentRef, Segments, check_site
-from rayform.store import Store, StoreRef
+from rayform.errors import (
+    InvalidInput,
+    Malformed,
+    NotFound,
+    OfflineError,
+    SliceNotFound,
+)
+from rayform.recordings.segments import Segment, SegmentRef, Segments, check_site
+from rayform.store.store import Store, StoreRef
 from rayform.untrusted import array_list, integer, mapping, string
 
 SLICE_FORMAT = "rayform.slice/1"

@@ -17,67 +17,18 @@ from typing import Any
 
 import numpy as np
 
-from rayform import align, imagecodec, records
+from rayform.codec import imagecodec, records
 from rayform.errors import Malformed
 from rayform.frames import FRAMES
-from rayform.pack.plan import Task
-from rayform.pack.spec import MAX_SIDE, PackSpec
-from rayform.segments import Segment, Segments
-from rayform.store import StoreRef
-from rayform.streams import stored_stream
-from rayform.untrusted import dtype as checked_dtype, shape as checked_shape
-
-LOWDIM = "lowdim.mp"  # ".mp": the extension webdataset decodes as msgpack
-IMAGE_FORMATS = ("jpg", "png", "npy")
-
-
-@dataclass(frozen=True)
-class StreamSchema:
-    """How one stream appears in the shards."""
-
-    name: str
-    kind: str
-    member: str  # tar member extension, e.g. "cam0.rgb.jpg"
-    dtype: str
-    shape: tuple[int, ...]
-    units: str | None = None
-    names: tuple[str, ...] | None = None
-    frame: str | None = None
-
-    @property
-    def format(self) -> str:
-        return self.member.rsplit(".", 1)[1]
-
-    def to_manifest(self) -> dict[str, Any]:
-        return {"kind": self.kind, "member": self.member, "dtype": self.dtype, "shape": list(self.shape),
-                "units": self.units, "names": list(self.names) if self.names else None, "frame": self.frame}
-
-    @classmethod
-    def from_manifest(cls, name: str, m: dict[str, Any], what: str = "pack manifest") -> StreamSchema:
-        """A schema entry of a stored pack manifest, checked (it is untrusted)."""
-        what, kind = stored_stream(name, m, what)
-        member = m["member"]
-        base = name.replace("/", ".")
-        if kind == "image" and member not in {f"{base}.{fmt}" for fmt in IMAGE_FORMATS}:
-            raise Malformed(f"{what}: image member {str(member)[:80]!r} is not {base}.jpg|png|npy")
-        if kind != "image" and member != base:
-            raise Malformed(f"{what}: member {str(member)[:80]!r} is not {base}")
-        shape = checked_shape(m["shape"], what)
-        if kind == "image" and (len(shape) not in (2, 3) or not all(1 <= d <= MAX_SIDE for d in shape[:2])
-                                or (len(shape) == 3 and shape[2] not in (1, 3, 4))):
-            raise Malformed(f"{what}: an image is (H, W[, C]) with sides of 1..{MAX_SIDE} and 1, 3 or 4 "
-                            f"channels, not {shape}")
-        frame = m.get("frame")
-        if frame is not None and frame not in FRAMES:
-            raise Malformed(f"{what}: frame {str(frame)[:20]!r} is not one of {FRAMES}")
-        names = m.get("names")
-        if names and not all(isinstance(n, str) for n in names):
-            raise Malformed(f"{what}: names is not a list of strings")
-        units = m.get("units")
-        if units is not None and not isinstance(units, str):
-            raise Malformed(f"{what}: units is not a string")
-        return cls(name, kind, member, checked_dtype(m["dtype"], what).str, shape, units,
-                   tuple(names) if names else None, frame)
+from rayform.pack.layout import LOWDIM, StreamSchema
+from rayform.pack.spec import PackSpec
+from rayform.packer import align
+from rayform.packer.plan import Task
+from rayform.recordings.segments import Segment, Segments
+from rayform.recordings.streams import stored_stream
+from rayform.store.store import StoreRef
+from rayform.untrusted import dtype as checked_dtype
+from rayform.untrusted import shape as checked_shape
 
 
 def member_format(source_encoding: str, dtype: str, spec: PackSpec) -> str:

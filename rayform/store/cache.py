@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from rayform import config, names
 from rayform.errors import IntegrityError, StoreError
-from rayform.files import (
+from rayform.store.files import (
     STALE_TEMP_SECONDS,
     mark_verified,
     open_temporary,
@@ -38,7 +38,7 @@ from rayform.files import (
 from rayform.untrusted import json_document
 
 if TYPE_CHECKING:
-    from rayform.store import Store
+    from rayform.store.store import Store
 
 CHUNK = 4 << 20
 

@@ -14,8 +14,6 @@ verified against its name. Backends are fsspec's; this module only adds the rule
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import os
 from collections.abc import Callable, Iterator
@@ -27,9 +25,24 @@ from urllib.parse import urlsplit, urlunsplit
 import fsspec
 
 from rayform import config, names
-from rayform.cache import ShardCache
-from rayform.errors import BlobNotFound, IntegrityError, InvalidInput, NotFound, OfflineError, StoreError
-from rayform.files import copy_atomic, hash_file, sweep_temporaries, verify_once, write_atomic
+from rayform.errors import (
+    BlobNotFound,
+    IntegrityError,
+    InvalidInput,
+    NotFound,
+    OfflineError,
+    StoreError,
+)
+from rayform.store.cache import ShardCache
+from rayform.store.files import (
+    canonical_json,
+    copy_atomic,
+    hash_file,
+    sha256_hex,
+    sweep_temporaries,
+    verify_once,
+    write_atomic,
+)
 from rayform.untrusted import json_document
 
 log = logging.getLogger("rayform")
@@ -37,15 +50,6 @@ log = logging.getLogger("rayform")
 CHUNK = 4 << 20
 # Filesystems whose single put is atomic: the object appears whole or not at all.
 _ATOMIC_PUT = {"s3", "s3a", "gs", "gcs", "az", "abfs", "memory"}
-
-
-def sha256_hex(data: bytes | memoryview) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-def canonical_json(obj: Any) -> bytes:
-    """The one byte form of a manifest, so equal content gives an equal hash."""
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 def redact(url: str) -> str:

@@ -15,11 +15,16 @@ from typing import Any
 
 import numpy as np
 
-from rayform import imagecodec, names, records
-from rayform.errors import InvalidInput, Malformed, NotFound, SegmentNotFound, StreamNotFound
-from rayform.store import Store
-from rayform.untrusted import array_list, mapping, string
-from rayform.streams import (
+from rayform import names
+from rayform.codec import imagecodec, records
+from rayform.errors import (
+    InvalidInput,
+    Malformed,
+    NotFound,
+    SegmentNotFound,
+    StreamNotFound,
+)
+from rayform.recordings.streams import (
     FRAMES,
     ArrayStream,
     ImageStream,
@@ -29,6 +34,8 @@ from rayform.streams import (
     check_stream_name,
     check_timestamps,
 )
+from rayform.store.store import Store
+from rayform.untrusted import array_list, mapping, string
 
 SEGMENT_FORMAT = "rayform.segment/1"
 IMAGE_CHUNK_BYTES = 16 << 20  # frames are stored in blobs of about this size

@@ -23,7 +23,9 @@ import numpy as np
 from rayform import names
 from rayform.errors import InvalidInput, Malformed
 from rayform.frames import FRAMES
-from rayform.untrusted import array_list, dtype as checked_dtype, integer, mapping, parsing, shape as checked_shape, string
+from rayform.untrusted import array_list, integer, mapping, parsing, string
+from rayform.untrusted import dtype as checked_dtype
+from rayform.untrusted import shape as checked_shape
 
 KINDS = ("image", "array", "pose")
 MAX_COUNT = 1 << 40

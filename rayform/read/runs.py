@@ -22,10 +22,10 @@ from typing import Any
 import numpy as np
 
 from rayform.pack.manifest import Pack
-from rayform.partition import Run
-from rayform.reader import PackReader
-from rayform.shardstream import Retry, ShardStream, local_copy, open_shard
-from rayform.store import Store
+from rayform.read.partition import Run
+from rayform.read.reader import PackReader
+from rayform.store.fetch import Retry, ShardStream, local_copy, open_shard
+from rayform.store.store import Store
 
 
 def reader_rng(seed: int, epoch: int, rank: int, worker: int) -> random.Random:

@@ -16,7 +16,9 @@ import msgpack
 import numpy as np
 
 from rayform.errors import Malformed
-from rayform.untrusted import dtype as checked_dtype, parsing, shape as checked_shape
+from rayform.untrusted import dtype as checked_dtype
+from rayform.untrusted import parsing
+from rayform.untrusted import shape as checked_shape
 
 NPY_MAX_HEADER = 1 << 16
 

@@ -23,11 +23,11 @@ from typing import Any
 
 import numpy as np
 
-from rayform import imagecodec, records
+from rayform.codec import imagecodec, records
 from rayform.errors import InvalidInput, Malformed, StreamNotFound
 from rayform.frames import check_frame, convert_poses
+from rayform.pack.layout import LOWDIM, META_KEYS, StreamSchema
 from rayform.pack.manifest import Pack
-from rayform.pack.render import LOWDIM, StreamSchema
 from rayform.untrusted import parsing
 
 DELTA = "_delta"
@@ -75,7 +75,7 @@ class SampleBuilder:
                     f"{pack.spec.max_horizon} at {pack.fps} fps. Run: rayform pack {pack.slice_id} "
                     f"--fps {pack.fps:g} --horizon {spec.horizon}"
                 )
-        self.meta_keys = ("slice", "segment", "segment_version", "site")
+        self.meta_keys = META_KEYS
 
     def _stream(self, schema: Mapping[str, StreamSchema], name: str) -> StreamSchema:
         if name not in schema:

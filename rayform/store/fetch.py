@@ -23,11 +23,18 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from rayform import objectread
-from rayform.cache import CacheWriter
-from rayform.files import verify_once
-from rayform.errors import IntegrityError, InvalidInput, NotFound, OfflineError, RayformError, StoreError
-from rayform.store import Store
+from rayform.errors import (
+    IntegrityError,
+    InvalidInput,
+    NotFound,
+    OfflineError,
+    RayformError,
+    StoreError,
+)
+from rayform.store import objectread
+from rayform.store.cache import CacheWriter
+from rayform.store.files import verify_once
+from rayform.store.store import Store
 
 STREAM_CHUNK = 1 << 20  # what the fetcher hands the reader at a time: the first samples come early
 READ_AHEAD = 16  # chunks fetched ahead of the reader: 16 MiB a stream, so I/O overlaps decoding

@@ -1,5 +1,6 @@
-"""Local files that many processes share: hashing, verify-once, atomic writes, and sweeping
-what a killed process left behind.
+"""The primitives of content-addressed storage: the hash of content and the one byte form of a
+document, and local files that many processes share (hashing, verify-once, atomic writes,
+sweeping what a killed process left behind).
 
 Every file is written under a temporary name beside its target and renamed into place, so
 a reader sees a whole file or none (on one machine or many, over NFS or Lustre). A
@@ -12,6 +13,7 @@ through a symlink.
 from __future__ import annotations
 
 import hashlib
+import json
 import mmap
 import os
 import re
@@ -21,6 +23,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 CHUNK = 4 << 20
 STALE_TEMP_SECONDS = 3600
@@ -29,6 +32,15 @@ _TEMP = re.compile(r"\.tmp-([A-Za-z0-9\-]{1,32})-(\d{1,10})-[A-Za-z0-9_]{4,16}")
 
 # (path) -> (inode, size, mtime_ns) of files this process has hashed and found good.
 _VERIFIED: dict[str, tuple[int, int, int]] = {}
+
+
+def sha256_hex(data: bytes | memoryview) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def canonical_json(obj: Any) -> bytes:
+    """The one byte form of a manifest, so equal content gives an equal hash."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 def _host() -> str:

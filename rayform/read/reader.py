@@ -22,10 +22,10 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from rayform import records
+from rayform.codec import records
 from rayform.errors import IntegrityError, Malformed, OfflineError
 from rayform.pack.manifest import Pack
-from rayform.store import Store, StoreRef
+from rayform.store.store import Store, StoreRef
 
 
 class ArrivingShard(Protocol):

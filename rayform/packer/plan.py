@@ -10,11 +10,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rayform import align
 from rayform.errors import InvalidInput
 from rayform.pack.spec import PackSpec
-from rayform.segments import Segment
-from rayform.slices import SliceSegment
+from rayform.packer import align
+from rayform.recordings.segments import Segment
+from rayform.recordings.slices import SliceSegment
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,1 @@
+"""Values as bytes and back: numeric records (npy, msgpack) and images (JPEG, PNG)."""
