@@ -48,7 +48,7 @@ def build_slice(store: str, samples: int) -> rayform.Slice:
 
 
 def shard_paths(client: rayform.Client, pack: rayform.Pack) -> list[str]:
-    return [str(client.store.local_blob_path(s.sha256)) for s in pack.shards]
+    return [str(client.store.local_blob(s.sha256)) for s in pack.shards]
 
 
 def jpeg_bound(paths: list[str], pack: rayform.Pack, limit: int) -> tuple[float, float]:

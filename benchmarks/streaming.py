@@ -32,7 +32,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import loader as bench  # noqa: E402  (the same slice, bound and webdataset reference)
 
 import rayform  # noqa: E402
-from rayform.store.cache import ShardCache  # noqa: E402
 
 
 def start_moto() -> tuple[subprocess.Popen, str]:
@@ -112,8 +111,7 @@ def main() -> None:
             if r:
                 measure_bound()
             with tempfile.TemporaryDirectory() as cache:
-                remote = rayform.Client("s3://bench/store", storage_options=options)
-                remote.store.cache = ShardCache(cache)
+                remote = rayform.Client("s3://bench/store", storage_options=options, cache=cache)
                 ds = rayform.torch.StreamingEpisodeDataset(
                     remote.slices.get(slice_.id), obs=["cam0/rgb", "wrist/rgb", "joints/position"],
                     action="joints/position_delta", fps=bench.FPS, horizon=16, frame="ros", batch_size=64)

@@ -20,7 +20,7 @@ from rayform.errors import InvalidInput, RayformError
 from rayform.recordings.segments import SegmentRef
 from rayform.recordings.slices import Slice
 from rayform.recordings.streams import Stream
-from rayform.store.store import StoreRef
+from rayform.store.cached import StoreRef
 
 Episodes = Iterator[tuple[str, list[Stream], dict]]
 

@@ -72,7 +72,8 @@ def main() -> None:
         fps=args.fps,
         horizon=16,
         frame="ros",
-        shuffle=rayform.torch.ShuffleConfig(seed=args.seed, buffer=1000),
+        seed=args.seed,
+        shuffle=rayform.torch.ShuffleConfig(buffer=1000),
     )
     loader = make_loader(dataset, args)
 

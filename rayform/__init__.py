@@ -27,14 +27,16 @@ from rayform.pack import Pack, PackSpec
 from rayform.recordings.segments import Segment, SegmentRef
 from rayform.recordings.slices import Slice
 from rayform.recordings.streams import ArrayStream, ImageStream, PoseStream
+from rayform.store.cache import ShardCache
+from rayform.store.cached import CachedStore
 from rayform.store.store import Store
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "ArrayStream", "Client", "ImageStream", "IntegrityError", "InvalidInput", "Malformed", "NotFound", "OfflineError",
+    "ArrayStream", "CachedStore", "Client", "ImageStream", "IntegrityError", "InvalidInput", "Malformed", "NotFound", "OfflineError",
     "Pack", "PackNotFound", "PackSpec", "PoseStream", "RayformError", "Segment", "SegmentNotFound",
-    "SegmentRef", "Slice", "SliceNotFound", "Store", "StoreError", "StreamNotFound", "__version__",
+    "SegmentRef", "ShardCache", "Slice", "SliceNotFound", "Store", "StoreError", "StreamNotFound", "__version__",
 ]
 
 

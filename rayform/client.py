@@ -9,18 +9,25 @@ from typing import Any
 from rayform.pack import Pack, Packs, PackSpec
 from rayform.recordings.segments import Segments
 from rayform.recordings.slices import Slice, Slices
+from rayform.store.cache import ShardCache
+from rayform.store.cached import CachedStore
 from rayform.store.store import Store
 
 
 class Client:
-    """``rayform.Client(store=None)``: the store named, else ``RAYFORM_STORE``, else the local default.
+    """``rayform.Client(store=None, cache=None)``: the store named, else ``RAYFORM_STORE``, else
+    the local default, read through the shard cache at ``cache``, else ``RAYFORM_CACHE_DIR``,
+    else ``~/.cache/rayform`` (a local store needs none: it is its own local copy).
 
-    ``store`` is any fsspec URL (a directory, ``s3://bucket/prefix``, ``memory://name``);
-    ``storage_options`` go to fsspec (for S3: ``endpoint_url``, ``key``, ``secret``, …).
+    ``store`` is any fsspec URL (a directory, ``s3://bucket/prefix``, ``memory://name``) or a
+    :class:`Store`; ``storage_options`` go to fsspec (for S3: ``endpoint_url``, ``key``,
+    ``secret``, …). ``client.store`` is the :class:`CachedStore` everything reads through.
     """
 
-    def __init__(self, store: str | os.PathLike | Store | None = None, storage_options: dict | None = None):
-        self.store = store if isinstance(store, Store) else Store(store, storage_options)
+    def __init__(self, store: str | os.PathLike[str] | Store | CachedStore | None = None,
+                 storage_options: dict[str, Any] | None = None,
+                 cache: ShardCache | str | os.PathLike[str] | None = None):
+        self.store = CachedStore.open(store, storage_options, cache)
         self.segments = Segments(self.store)
         self.slices = Slices(self.store)
         self.packs = Packs(self.store)

@@ -11,7 +11,6 @@ from rayform.client import Client
 from rayform.errors import Malformed, PackNotFound
 from rayform.pack import Pack
 from rayform.store.cache import ShardCache
-from rayform.store.files import verify_once
 from rayform.untrusted import json_document
 
 
@@ -40,7 +39,7 @@ def pull(client: Client, slice_id: str, fps: float | None = None, progress: bool
     report.packs = packs
     if store.cache is None:
         return report
-    cache: ShardCache = store.cache
+    cache = store.cache
     cache.remove_stale_temporaries()
     for seg in slice_.segments:
         store.get_blob(seg.version)  # segment manifests: small, and `slices show` wants them
@@ -57,7 +56,7 @@ def pull(client: Client, slice_id: str, fps: float | None = None, progress: bool
             arrived[0] += k
             bar.update(k)
 
-        cache.ensure(store, digest, on_bytes=on_bytes)  # a bad cached copy is fetched again
+        store.local_blob(digest, on_bytes=on_bytes)  # a bad cached copy is fetched again
         if arrived[0]:
             report.fetched += 1
             report.bytes += arrived[0]
@@ -86,8 +85,8 @@ def cache_summary(cache: ShardCache) -> list[dict]:
             for pkey in cache.list_refs(store_id, f"refs/packs/{sid}"):
                 try:
                     digest = names.digest((cache.get_ref(store_id, pkey) or {}).get("manifest"))
-                    path = cache.blob_path(digest)
-                    if not verify_once(path, digest):
+                    path = cache.copy(digest)
+                    if path is None:
                         continue
                     pack = Pack(digest, json_document(path.read_bytes(), f"pack manifest {digest[:16]}"))
                 except Malformed:

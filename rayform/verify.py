@@ -12,7 +12,8 @@ from rayform.errors import NotFound, RayformError
 from rayform.pack import Pack
 from rayform.recordings.segments import Segments
 from rayform.recordings.slices import Slice
-from rayform.store.store import CHUNK, Store
+from rayform.store.cached import CachedStore
+from rayform.store.files import CHUNK
 
 
 @dataclass(frozen=True)
@@ -63,7 +64,7 @@ def pack_blobs(pack: Pack) -> Iterator[tuple[str, str]]:
         yield pack.chunk_blob, f"pack {pack.key} chunk digests"
 
 
-def verify(store: Store, blobs: Iterable[tuple[str, str]], progress: bool = False) -> Report:
+def verify(store: CachedStore, blobs: Iterable[tuple[str, str]], progress: bool = False) -> Report:
     """Re-hash each blob in full, streamed; collect every mismatch or absence."""
     report = Report()
     seen: set[str] = set()

@@ -162,10 +162,7 @@ def s3_demo(s3_endpoint, tmp_path_factory) -> tuple[str, dict, str]:
     """
     url = f"s3://{s3_endpoint.bucket()}/store"
     options = s3_endpoint.storage_options
-    client = rayform.Client(url, storage_options=options)
-    from rayform.store.cache import ShardCache
-
-    client.store.cache = ShardCache(tmp_path_factory.mktemp("writer-cache"))
+    client = rayform.Client(url, storage_options=options, cache=tmp_path_factory.mktemp("writer-cache"))
     s = client.slices.create(ingest_demo(client, "lab", SMALL_DEMO), name="small")
     # 16 KiB chunks: each small shard is verified in ten or so chunks as it streams
     with pytest.MonkeyPatch.context() as patch:

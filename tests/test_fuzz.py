@@ -69,8 +69,7 @@ def packed(tmp_path_factory):
 def test_records_and_npy_headers(packed):
     client, s, pack = packed
     reader = PackReader(client.store, pack, pack.members)
-    builder = SampleBuilder(pack, SampleSpec(("cam0/rgb", "joints/position"),
-                                                                          "joints/position_delta", 8, "optical"))
+    builder = SampleBuilder(pack, SampleSpec(("cam0/rgb", "joints/position"), "joints/position_delta", horizon=8, frame="optical"))
     rng = random.Random(SEED)
     key, raw = reader.raw(0)
     npy = records.to_npy(np.arange(12.0).reshape(3, 4))

@@ -106,7 +106,7 @@ def test_a_slice_ref_naming_anything_but_a_digest_touches_nothing(hostile, manif
 def test_refs_of_the_wrong_shape_or_id_are_malformed(hostile, ref):
     client, s, pack, around, cache = hostile
     sid = "slc_" + "cd" * 4
-    client.store.fs.pipe_file(f"{client.store.root}/refs/slices/{sid}.json", json.dumps(ref).encode())
+    client.store.backend.fs.pipe_file(f"{client.store.root}/refs/slices/{sid}.json", json.dumps(ref).encode())
     with unchanged(around, cache), pytest.raises(Malformed):
         client.slices.get(sid)
     assert client.store.cache.get_ref(client.store.id, f"refs/slices/{sid}.json") is None  # never cached
@@ -115,7 +115,7 @@ def test_refs_of_the_wrong_shape_or_id_are_malformed(hostile, ref):
 def test_a_ref_that_is_not_json_is_never_cached(hostile, monkeypatch):
     client, s, pack, around, cache = hostile
     sid = "slc_" + "ef" * 4
-    client.store.fs.pipe_file(f"{client.store.root}/refs/slices/{sid}.json", b"{not json")
+    client.store.backend.fs.pipe_file(f"{client.store.root}/refs/slices/{sid}.json", b"{not json")
     with pytest.raises(Malformed, match=f"refs/slices/{sid}.json"):
         client.slices.get(sid)
     monkeypatch.setenv("RAYFORM_OFFLINE", "1")
@@ -249,7 +249,7 @@ def test_a_listing_key_with_dot_dots_is_skipped_and_nothing_is_written_outside(h
     root = client.store.root
     for key in ["refs/segments/lab/../../../../../x.json", "refs/segments/lab/.hidden.json",
                 "refs/segments/lab/seg_zzz.json", "refs/slices/../../../x.json"]:
-        client.store.fs.pipe_file(f"{root}/{key}", json.dumps(ref).encode())
+        client.store.backend.fs.pipe_file(f"{root}/{key}", json.dumps(ref).encode())
     with unchanged(around, cache):
         listed = client.segments.list()
         assert {r.id for r in listed} == {x.id for x in s.segments}

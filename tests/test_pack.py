@@ -16,7 +16,7 @@ from rayform.packer.render import LOWDIM
 
 
 def _shard_path(client, pack, i=0):
-    return client.store.blob_path(pack.shards[i].sha256)
+    return client.store.backend.blob_path(pack.shards[i].sha256)
 
 
 def test_one_and_two_processes_give_identical_shards(demo_client):

@@ -42,7 +42,7 @@ def packed(tmp_path_factory):
     pack = client.pack(s, 10, workers=1, progress=False, shard_bytes=70_000)
     assert len(pack.shards) >= 3
     reader = PackReader(client.store, pack, pack.members)
-    shards = [client.store.local_blob_path(sh.sha256).read_bytes() for sh in pack.shards]
+    shards = [client.store.local_blob(sh.sha256).read_bytes() for sh in pack.shards]
     return pack, reader, shards
 
 

@@ -39,7 +39,7 @@ def _all(store, pack, builder):
 
 def test_keys_shapes_and_dtypes(ramp):
     s, pack, store = ramp
-    b = SampleBuilder(pack, SampleSpec(("cam0/rgb", "joints/position", "ee/pose"), "joints/position_delta", 4, "ros"))
+    b = SampleBuilder(pack, SampleSpec(("cam0/rgb", "joints/position", "ee/pose"), "joints/position_delta", horizon=4, frame="ros"))
     x = _all(store, pack, b)[3]
     assert set(x) == {"cam0/rgb", "joints/position", "ee/pose", "action", "action_is_pad", "t_ns", "meta"}
     assert x["cam0/rgb"].shape == (3, 12, 20) and x["cam0/rgb"].dtype == np.uint8
@@ -54,7 +54,7 @@ def test_keys_shapes_and_dtypes(ramp):
 
 def test_delta_actions_against_hand_computed_values(ramp):
     _, pack, store = ramp
-    b = SampleBuilder(pack, SampleSpec(("joints/position",), "joints/position_delta", 4))
+    b = SampleBuilder(pack, SampleSpec(("joints/position",), "joints/position_delta", horizon=4))
     for x in _all(store, pack, b)[:5]:
         t = x["t_ns"] / 1e9
         np.testing.assert_allclose(x["joints/position"], [t, 2 * t, -t], atol=1e-6)
@@ -65,7 +65,7 @@ def test_delta_actions_against_hand_computed_values(ramp):
 
 def test_plain_stream_actions_are_future_values(ramp):
     _, pack, store = ramp
-    b = SampleBuilder(pack, SampleSpec(("cam0/rgb",), "joints/position", 3))
+    b = SampleBuilder(pack, SampleSpec(("cam0/rgb",), "joints/position", horizon=3))
     x = _all(store, pack, b)[0]
     t = x["t_ns"] / 1e9
     np.testing.assert_allclose(x["action"][:, 0], t + np.array([0.1, 0.2, 0.3]), atol=1e-6)
@@ -73,7 +73,7 @@ def test_plain_stream_actions_are_future_values(ramp):
 
 def test_padding_at_the_segment_end_holds_the_last_value(ramp):
     _, pack, store = ramp
-    b = SampleBuilder(pack, SampleSpec(("joints/position",), "joints/position_delta", 8))
+    b = SampleBuilder(pack, SampleSpec(("joints/position",), "joints/position_delta", horizon=8))
     last = _all(store, pack, b)[-1]
     t = last["t_ns"] / 1e9
     steps = t + 0.1 * np.arange(1, 9)
@@ -85,7 +85,7 @@ def test_padding_at_the_segment_end_holds_the_last_value(ramp):
 
 def test_frame_conversion_applies_to_poses(ramp):
     _, pack, store = ramp
-    b = SampleBuilder(pack, SampleSpec(("ee/pose",), None, 1, "optical"))
+    b = SampleBuilder(pack, SampleSpec(("ee/pose",), None, horizon=1, frame="optical"))
     x = _all(store, pack, b)[0]
     np.testing.assert_allclose(x["ee/pose"][:3], [-2.0, -3.0, 1.0], atol=1e-6)
 
@@ -96,11 +96,32 @@ def test_frame_conversion_applies_to_poses(ramp):
         (SampleSpec(("depth",), None), StreamNotFound, "no stream 'depth'.*It has"),
         (SampleSpec(("cam0/rgb",), "cam0/rgb_delta"), InvalidInput, "image stream"),
         (SampleSpec(("cam0/rgb",), "ee/pose_delta"), InvalidInput, "difference of poses"),
-        (SampleSpec(("cam0/rgb",), "joints/position_delta", 9), InvalidInput, "horizon 9 is beyond.*--horizon 9"),
-        (SampleSpec(("cam0/rgb",), None, 1, "ned"), InvalidInput, "frame 'ned'"),
+        (SampleSpec(("cam0/rgb",), "joints/position_delta", horizon=9), InvalidInput, "horizon 9 is beyond.*--horizon 9"),
     ],
 )
 def test_bad_requests_fail_at_construction(ramp, spec, error, message):
     _, pack, store = ramp
     with pytest.raises(error, match=message):
         SampleBuilder(pack, spec)
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"obs": ()}, "obs .*name one stream"),
+        ({"obs": ["cam0/rgb", 3]}, "obs .*name one stream"),
+        ({"obs": "cam0/rgb", "action": 5}, "action 5: a stream name"),
+        ({"obs": "cam0/rgb", "horizon": 0}, "horizon 0: a whole number"),
+        ({"obs": "cam0/rgb", "horizon": 2.5}, "horizon 2.5: a whole number"),
+        ({"obs": "cam0/rgb", "fps": 0}, "fps 0: must be a number"),
+        ({"obs": "cam0/rgb", "frame": "ned"}, "frame 'ned'"),
+    ],
+)
+def test_a_sample_spec_is_checked_when_made(kwargs, message):
+    with pytest.raises(InvalidInput, match=message):
+        SampleSpec(**kwargs)
+
+
+def test_a_sample_spec_takes_one_stream_name_or_many():
+    assert SampleSpec("cam0/rgb").obs == ("cam0/rgb",)
+    assert SampleSpec(["cam0/rgb", "joints/position"], horizon=np.int64(4)).horizon == 4

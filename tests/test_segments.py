@@ -98,7 +98,7 @@ def test_a_corrupt_segment_blob_is_one_clear_error(client):
     ref = client.segments.add("lab", "ep1", _streams())
     seg = client.segments.get(ref.id)
     digest = seg.streams["joints/position"].data[0][0]
-    path = client.store.blob_path(digest)
+    path = client.store.backend.blob_path(digest)
     data = bytearray(open(path, "rb").read())
     data[-1] ^= 0xFF
     os.chmod(path, 0o644)

@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from rayform.errors import BlobNotFound, IntegrityError, NotFound, OfflineError
+from rayform.errors import BlobNotFound, IntegrityError, NotFound
 from rayform.store.files import canonical_json, sha256_hex
 from rayform.store.store import Store, redact
 
@@ -93,25 +93,6 @@ def test_redact_drops_credentials_from_urls():
     assert redact("s3://AKIA:secret@bucket/prefix") == "s3://bucket/prefix"
     assert redact("http://user:pw@host:9000/x") == "http://host:9000/x"
     assert redact("/plain/path") == "/plain/path"
-
-
-@pytest.mark.s3
-def test_offline_mode_reads_nothing_from_s3(s3_store_url, s3_endpoint, monkeypatch):
-    url, options = s3_store_url
-    store = Store(url, options)
-    digest = store.put_blob(b"remote")
-    monkeypatch.setenv("RAYFORM_OFFLINE", "1")
-    s3_endpoint.reset_counts()
-    with pytest.raises(OfflineError, match="RAYFORM_OFFLINE"):
-        store.get_blob(digest)
-    assert s3_endpoint.count() == 0
-
-
-def test_offline_mode_still_reads_a_local_store(tmp_path, monkeypatch):
-    store = Store(tmp_path / "store")
-    digest = store.put_blob(b"local")
-    monkeypatch.setenv("RAYFORM_OFFLINE", "1")
-    assert store.get_blob(digest) == b"local"
 
 
 @pytest.mark.s3

@@ -27,7 +27,7 @@ def test_one_flipped_byte_in_one_shard_is_found_and_named(demo_client):
     client, s = demo_client
     pack = client.pack(s, 15, workers=1, progress=False, shard_bytes=150_000)
     bad = pack.shards[1].sha256
-    _flip(client.store.blob_path(bad), 5000)
+    _flip(client.store.backend.blob_path(bad), 5000)
     report = verify(client.store, [*slice_blobs(s), *pack_blobs(pack)])
     assert [p.blob for p in report.problems] == [bad]
     assert "shard 1" in str(report.problems[0]) and "corrupt" in str(report.problems[0])
@@ -37,6 +37,6 @@ def test_a_missing_segment_blob_is_reported(demo_client):
     client, s = demo_client
     seg = s.segment(0)
     gone = seg.streams["cam0/rgb"].data[0][0]
-    os.unlink(client.store.blob_path(gone))
+    os.unlink(client.store.backend.blob_path(gone))
     report = verify(client.store, slice_blobs(s))
     assert [(p.blob, p.error) for p in report.problems] == [(gone, "is missing")]

@@ -10,12 +10,12 @@ from rayform.errors import Malformed, PackNotFound
 from rayform.pack.manifest import Pack
 from rayform.pack.spec import PackSpec
 from rayform.recordings.slices import Slice
-from rayform.store.store import Store
+from rayform.store.cached import CachedStore
 from rayform.untrusted import mapping
 
 
 class Packs:
-    def __init__(self, store: Store):
+    def __init__(self, store: CachedStore):
         self.store = store
 
     def list(self, slice_: Slice | str) -> list[Pack]:

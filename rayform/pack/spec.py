@@ -30,6 +30,7 @@ def parse_size(text: str | int) -> int:
 
 MIN_FPS, MAX_FPS = 0.001, 10_000
 MAX_SIDE = 16384
+MAX_HORIZON = 4096
 
 
 def check_fps(fps: object, what: str = "fps") -> float:
@@ -66,7 +67,7 @@ class PackSpec:
         if self.image_codec not in CODECS:
             raise InvalidInput(f"image codec {self.image_codec!r}: one of {', '.join(CODECS)}")
         for name, value, lo, hi in (("JPEG quality", self.jpeg_quality, 1, 100),
-                                    ("max horizon", self.max_horizon, 0, 4096),
+                                    ("max horizon", self.max_horizon, 0, MAX_HORIZON),
                                     ("shard size", self.shard_bytes, 1 << 16, 1 << 40),
                                     ("samples per task", self.samples_per_task, 1, 1 << 20)):
             if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:

@@ -12,23 +12,16 @@ A sample is the members of one key::
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from rayform.codec import imagecodec, records
-from rayform.errors import Malformed
-from rayform.frames import FRAMES
 from rayform.pack.layout import LOWDIM, StreamSchema
 from rayform.pack.spec import PackSpec
 from rayform.packer import align
 from rayform.packer.plan import Task
 from rayform.recordings.segments import Segment, Segments
-from rayform.recordings.streams import stored_stream
-from rayform.store.store import StoreRef
-from rayform.untrusted import dtype as checked_dtype
-from rayform.untrusted import shape as checked_shape
+from rayform.store.cached import StoreRef
 
 
 def member_format(source_encoding: str, dtype: str, spec: PackSpec) -> str:

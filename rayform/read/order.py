@@ -1,13 +1,18 @@
-"""A seeded permutation of ``range(n)`` that costs O(1) memory, whatever ``n`` is.
+"""Orders that depend on (seed, epoch, …) only, never on pid or time: a seeded permutation of
+``range(n)`` that costs O(1) memory whatever ``n`` is, and the shuffle buffer's RNG.
 
-A 4-round Feistel network on the smallest even-bit domain ≥ n, with cycle walking back
+The permutation is a 4-round Feistel network on the smallest even-bit domain ≥ n, with cycle walking back
 into ``[0, n)``. Its keys derive from (seed, epoch) only, never from pid or time, so the
 same seed and epoch give the same order in every process. No I/O.
 """
 
 from __future__ import annotations
 
+import random
+
 import numpy as np
+
+from rayform.errors import InvalidInput
 
 _M1 = np.uint64(0x9E3779B97F4A7C15)
 _M2 = np.uint64(0xBF58476D1CE4E5B9)
@@ -19,7 +24,7 @@ class Permutation:
 
     def __init__(self, n: int, seed: int, epoch: int, salt: int = 0):
         if n < 0:
-            raise ValueError(f"permutation of {n} elements")
+            raise InvalidInput(f"permutation of {n} elements: n must be at least 0")
         self.n = n
         bits = max(2, int(n - 1).bit_length() if n > 1 else 1)
         self.half = (bits + 1) // 2
@@ -55,3 +60,9 @@ class Permutation:
                 y[out] = self._feistel(y[out])
                 out = y >= np.uint64(self.n)
         return y.astype(np.int64)
+
+
+def reader_rng(seed: int, epoch: int, rank: int, worker: int) -> random.Random:
+    """The shuffle buffer's RNG: from (seed, epoch, rank, worker) only, never pid or time."""
+    state = np.random.SeedSequence([seed & (2**63 - 1), epoch, rank, worker, 0x5B]).generate_state(2, np.uint64)
+    return random.Random(int(state[0]) << 64 | int(state[1]))

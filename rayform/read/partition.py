@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from rayform.errors import InvalidInput
+
 EQUALIZE = ("pad", "drop")
 
 
@@ -39,7 +41,7 @@ def shard_order(n_shards: int, seed: int, epoch: int) -> np.ndarray:
 def per_rank(total: int, world_size: int, equalize: str = "pad") -> int:
     """Samples each rank yields in an epoch."""
     if equalize not in EQUALIZE:
-        raise ValueError(f"equalize {equalize!r}: one of {EQUALIZE}")
+        raise InvalidInput(f"equalize {equalize!r}: one of {EQUALIZE}")
     return -(-total // world_size) if equalize == "pad" else total // world_size
 
 

@@ -18,14 +18,15 @@ from __future__ import annotations
 import mmap
 import os
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 
 from rayform.codec import records
-from rayform.errors import IntegrityError, Malformed, OfflineError
+from rayform.errors import IntegrityError, Malformed
 from rayform.pack.manifest import Pack
-from rayform.store.store import Store, StoreRef
+from rayform.store.cached import CachedStore, StoreRef
 
 
 class ArrivingShard(Protocol):
@@ -43,8 +44,8 @@ SKIP_CHUNK = 1 << 20
 class PackReader:
     """Picklable: it carries how to reopen its store and nothing that is open."""
 
-    def __init__(self, store: Store | StoreRef, pack: Pack, members: list[str]):
-        self._store_ref = store.ref if isinstance(store, Store) else store
+    def __init__(self, store: CachedStore | StoreRef, pack: Pack, members: list[str]):
+        self._store_ref = store.ref if isinstance(store, CachedStore) else store
         self.pack = pack
         self.members = members
         self._cols = [pack.member_column(m) for m in members]
@@ -52,7 +53,7 @@ class PackReader:
 
     def _reset(self) -> None:
         self._pid = os.getpid()
-        self._store: Store | None = None
+        self._store: CachedStore | None = None
         self._index: np.ndarray | None = None
         self._chunks: bytes | None = None
         self._maps: dict[int, mmap.mmap] = {}
@@ -72,7 +73,7 @@ class PackReader:
             self._reset()
 
     @property
-    def store(self) -> Store:
+    def store(self) -> CachedStore:
         self._owned()
         if self._store is None:
             self._store = self._store_ref.open()
@@ -92,7 +93,7 @@ class PackReader:
         """The sha256 of every chunk of every shard (32 bytes each), or None for an older pack."""
         self._owned()
         if self._chunks is None and self.pack.chunk_blob is not None:
-            data = self.store.get_blob(self.pack.chunk_blob)
+            data = self.store.get_blob(self.pack.chunk_blob, self.what("chunk digests", self.pack.chunk_blob), self.pull)
             if len(data) != 32 * self.pack.chunk_count:
                 raise Malformed(f"{self.pack.slice_id}: chunk digests {self.pack.chunk_blob[:16]} hold "
                                 f"{len(data)} bytes for {self.pack.chunk_count} chunks")
@@ -170,26 +171,20 @@ class PackReader:
             members = {m: view[row[c] - start : row[c] - start + row[c + 1]] for m, c in zip(self.members, self._cols)}
             yield f"{self.pack.slice_id}#{i}", members
 
-    def fetch_all(self, on_bytes=None) -> None:
-        """Bring the index and every shard into the cache (a no-op for local stores)."""
-        store = self.store
-        for digest in self.pack.blobs():
-            if store.cache is not None:
-                store.cache.ensure(store, digest, on_bytes)
+    @property
+    def pull(self) -> str:
+        """What ``rayform pull`` needs to bring this pack into the cache."""
+        return f"{self.pack.slice_id} --fps {self.pack.fps:g}"
 
-    def _local(self, digest: str, what: str):
-        try:
-            return self.store.local_blob_path(digest)
-        except OfflineError as e:
-            raise OfflineError(
-                f"{self.pack.slice_id}: {what} ({digest[:16]}) is not in the cache and RAYFORM_OFFLINE=1. "
-                f"Run: rayform pull {self.pack.slice_id} --fps {self.pack.fps:g}"
-            ) from e
-        except IntegrityError as e:
-            raise type(e)(f"{e} (while reading {what} of {self.pack.slice_id} at {self.pack.fps:g} fps)") from e
+    def what(self, thing: str, digest: str) -> str:
+        """How a message names one blob of this pack, e.g. ``slc_…: shard 3 (1a2b…) at 15 fps``."""
+        return f"{self.pack.slice_id}: {thing} ({digest[:16]}) at {self.pack.fps:g} fps"
+
+    def _local(self, digest: str, thing: str) -> Path:
+        return self.store.local_blob(digest, self.what(thing, digest), self.pull)
 
 
-def _map_index(path, shape: tuple[int, int], what: str) -> np.ndarray:
+def _map_index(path: Path, shape: tuple[int, int], what: str) -> np.ndarray:
     """The index file memory-mapped as int64 ``shape``, after its header and size are checked."""
     with open(path, "rb") as f:
         head = f.read(records.NPY_MAX_HEADER)

@@ -15,7 +15,6 @@ they are, and a test checks both agree).
 
 from __future__ import annotations
 
-import random
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -24,27 +23,21 @@ import numpy as np
 from rayform.pack.manifest import Pack
 from rayform.read.partition import Run
 from rayform.read.reader import PackReader
-from rayform.store.fetch import Retry, ShardStream, local_copy, open_shard
-from rayform.store.store import Store
+from rayform.store.cached import CachedStore
+from rayform.store.fetch import Retry, ShardStream
 
 
-def reader_rng(seed: int, epoch: int, rank: int, worker: int) -> random.Random:
-    """The shuffle buffer's RNG: from (seed, epoch, rank, worker) only, never pid or time."""
-    state = np.random.SeedSequence([seed & (2**63 - 1), epoch, rank, worker, 0x5B]).generate_state(2, np.uint64)
-    return random.Random(int(state[0]) << 64 | int(state[1]))
-
-
-def opened_ahead(runs: list[Run], pack: Pack, store: Store, reader: PackReader, retry: Retry = Retry()
+def opened_ahead(runs: list[Run], pack: Pack, store: CachedStore, reader: PackReader, retry: Retry = Retry()
                  ) -> Iterator[tuple[int, Run, ShardStream | None]]:
     """Each run with its shard's stream, or None where a verified local copy is read by
     offset. The next run's stream is opened while this run is read, so its shard's first
     bytes are on their way (a request's first byte is the slowest) before they are needed."""
     def open_for(run: Run) -> ShardStream | None:
         info = pack.shards[run.shard]
-        if local_copy(store, info.sha256) is not None:
+        if store.local_copy(info.sha256) is not None:
             return None
-        return open_shard(store, info.sha256, info.bytes, f"shard {run.shard}", pack.slice_id, pack.fps, retry,
-                          reader.shard_chunks(run.shard), pack.chunk_bytes)
+        return store.stream(info.sha256, info.bytes, reader.what(f"shard {run.shard}", info.sha256), retry,
+                            reader.shard_chunks(run.shard), pack.chunk_bytes, reader.pull)
 
     pending: ShardStream | None = None
     try:
@@ -59,7 +52,7 @@ def opened_ahead(runs: list[Run], pack: Pack, store: Store, reader: PackReader, 
             pending.abort()
 
 
-def run_samples(runs: list[Run], pack: Pack, store: Store, reader: PackReader, retry: Retry = Retry()
+def run_samples(runs: list[Run], pack: Pack, store: CachedStore, reader: PackReader, retry: Retry = Retry()
                 ) -> Iterator[dict[str, Any]]:
     """Each run's raw samples, in order, by offset: from a verified local copy, else cut from
     its shard as it streams from the store into the cache (verified at the shard's end)."""

@@ -17,7 +17,8 @@ each array in obs   as recorded       float32   poses in the requested ``frame``
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import numbers
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +29,7 @@ from rayform.errors import InvalidInput, Malformed, StreamNotFound
 from rayform.frames import check_frame, convert_poses
 from rayform.pack.layout import LOWDIM, META_KEYS, StreamSchema
 from rayform.pack.manifest import Pack
+from rayform.pack.spec import MAX_HORIZON, check_fps
 from rayform.untrusted import parsing
 
 DELTA = "_delta"
@@ -35,12 +37,29 @@ DELTA = "_delta"
 
 @dataclass(frozen=True)
 class SampleSpec:
-    """What a dataset asks of each sample."""
+    """What a dataset asks of each sample: the ``obs`` streams, the ``action`` (an array
+    stream, or ``<stream>_delta``) ``horizon`` steps long, the pack's rate ``fps``, and the
+    ``frame`` poses are re-expressed in (None: as recorded). Checked when made."""
 
     obs: tuple[str, ...]
     action: str | None = None
+    fps: float = 15
     horizon: int = 16
     frame: str | None = None
+
+    def __post_init__(self) -> None:
+        obs = (self.obs,) if isinstance(self.obs, str) else tuple(self.obs)
+        if not obs or not all(isinstance(o, str) and o for o in obs):
+            raise InvalidInput(f"obs {str(self.obs)[:80]}: name one stream or more, e.g. obs=[\"cam0/rgb\"]")
+        if self.action is not None and (not isinstance(self.action, str) or not self.action):
+            raise InvalidInput(f"action {self.action!r}: a stream name, e.g. \"joints/position_delta\", or None")
+        horizon = self.horizon
+        if isinstance(horizon, bool) or not isinstance(horizon, numbers.Integral) or not 1 <= horizon <= MAX_HORIZON:
+            raise InvalidInput(f"horizon {horizon!r}: a whole number of steps, 1..{MAX_HORIZON}")
+        object.__setattr__(self, "obs", obs)
+        object.__setattr__(self, "horizon", int(horizon))
+        object.__setattr__(self, "fps", check_fps(self.fps))
+        check_frame(self.frame)
 
     def streams(self) -> list[str]:
         """The packed streams these samples read."""
@@ -55,7 +74,6 @@ class SampleBuilder:
     """Validates a :class:`SampleSpec` against a pack once, then builds samples fast."""
 
     def __init__(self, pack: Pack, spec: SampleSpec):
-        check_frame(spec.frame)
         self.pack = pack
         self.spec = spec
         schema = pack.schema
@@ -67,8 +85,6 @@ class SampleBuilder:
         self.delta = False
         if spec.action is not None:
             self.action, self.delta = self._action(schema, spec.action)
-            if spec.horizon < 1:
-                raise InvalidInput(f"horizon {spec.horizon}: must be at least 1")
             if spec.horizon > pack.spec.max_horizon:
                 raise InvalidInput(
                     f"{pack.slice_id}: horizon {spec.horizon} is beyond the pack's maximum "
@@ -196,7 +212,3 @@ def _chw(image: np.ndarray) -> np.ndarray:
     if image.ndim == 2:
         return image[None]
     return image.transpose(2, 0, 1)  # a view: the batch copy is where channels move
-
-
-def obs_list(obs: str | Sequence[str]) -> tuple[str, ...]:
-    return (obs,) if isinstance(obs, str) else tuple(obs)

@@ -34,7 +34,7 @@ from rayform.recordings.streams import (
     check_stream_name,
     check_timestamps,
 )
-from rayform.store.store import Store
+from rayform.store.cached import CachedStore
 from rayform.untrusted import array_list, mapping, string
 
 SEGMENT_FORMAT = "rayform.segment/1"
@@ -62,7 +62,7 @@ class SegmentRef:
 class Segment:
     """One stored segment version: its manifest, and its stream data read on demand."""
 
-    def __init__(self, store: Store, version: str, manifest: Mapping[str, Any]):
+    def __init__(self, store: CachedStore, version: str, manifest: Mapping[str, Any]):
         what = f"segment manifest {version[:16]}"
         mapping(manifest, what)
         self.store = store
@@ -172,7 +172,7 @@ class Segment:
 class Segments:
     """``client.segments``: add, get and list segments."""
 
-    def __init__(self, store: Store):
+    def __init__(self, store: CachedStore):
         self.store = store
 
     def add(

@@ -15,11 +15,10 @@ from rayform.errors import (
     InvalidInput,
     Malformed,
     NotFound,
-    OfflineError,
     SliceNotFound,
 )
 from rayform.recordings.segments import Segment, SegmentRef, Segments, check_site
-from rayform.store.store import Store, StoreRef
+from rayform.store.cached import CachedStore, StoreRef
 from rayform.untrusted import array_list, integer, mapping, string
 
 SLICE_FORMAT = "rayform.slice/1"
@@ -47,9 +46,9 @@ SegmentSelector = Union[SegmentRef, SliceSegment, str, Mapping[str, Any]]
 class Slice:
     """A stored slice. Picklable: it carries how to reopen its store, not an open handle."""
 
-    def __init__(self, store: Store | StoreRef, id: str, digest: str, manifest: Mapping[str, Any]):
-        self._store_ref = store.ref if isinstance(store, Store) else store
-        self._store = store if isinstance(store, Store) else None
+    def __init__(self, store: CachedStore | StoreRef, id: str, digest: str, manifest: Mapping[str, Any]):
+        self._store_ref = store.ref if isinstance(store, CachedStore) else store
+        self._store = store if isinstance(store, CachedStore) else None
         self.id = id
         self.digest = digest
         what = f"slice manifest {digest[:16]} of {id}"
@@ -72,7 +71,7 @@ class Slice:
         return (_rebuild_slice, (self._store_ref, self.id, self.digest, self.manifest()))
 
     @property
-    def store(self) -> Store:
+    def store(self) -> CachedStore:
         if self._store is None:
             self._store = self._store_ref.open()
         return self._store
@@ -118,7 +117,7 @@ def _ref_manifest(ref: Any, slice_id: str, what: str) -> str:
 class Slices:
     """``client.slices``: create, get and list slices."""
 
-    def __init__(self, store: Store):
+    def __init__(self, store: CachedStore):
         self.store = store
         self._segments = Segments(store)
 
@@ -161,11 +160,6 @@ class Slices:
         what = f"ref of {slice_id} in {self.store.display}"
         try:
             digest = self.store.get_ref(f"refs/slices/{slice_id}.json", parse=lambda r: _ref_manifest(r, slice_id, what))
-        except OfflineError:
-            raise OfflineError(
-                f"{slice_id}: not in the cache and RAYFORM_OFFLINE=1 forbids reading {self.store.display}. "
-                f"Run: rayform pull {slice_id}"
-            ) from None
         except NotFound:
             raise SliceNotFound(
                 f"{slice_id}: no such slice in {self.store.display}. "

@@ -12,7 +12,8 @@ file or none. Two processes fetching one blob at once both write a whole copy; t
 rename wins and both copies are valid.
 
 Every copy is verified once per process before it is used (and on arrival): a copy whose
-bytes do not hash to its name is deleted and fetched again.
+bytes do not hash to its name is deleted and fetched again. The cache knows nothing of
+stores: what to fetch, and when, is the cached view's (``rayform.store.cached``).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import hashlib
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, TypeVar
 
 from rayform import config, names
 from rayform.errors import IntegrityError, StoreError
@@ -37,13 +38,10 @@ from rayform.store.files import (
 )
 from rayform.untrusted import json_document
 
-if TYPE_CHECKING:
-    from rayform.store.store import Store
-
-CHUNK = 4 << 20
+T = TypeVar("T")
 
 
-def _usable(root: Path, make: Callable[[], Any]) -> Any:
+def _usable(root: Path, make: Callable[[], T]) -> T:
     """Run a filesystem call on the cache, turning "the cache dir is unusable" into one error."""
     try:
         return make()
@@ -56,7 +54,7 @@ def _usable(root: Path, make: Callable[[], Any]) -> Any:
 class ShardCache:
     """Verified local copies of remote blobs. Cheap to create; holds no open files."""
 
-    def __init__(self, root: str | os.PathLike | None = None):
+    def __init__(self, root: str | os.PathLike[str] | None = None):
         self.root = Path(root) if root is not None else config.cache_dir()
 
     def __repr__(self) -> str:
@@ -70,28 +68,20 @@ class ShardCache:
     def has(self, digest: str) -> bool:
         return self.blob_path(digest).is_file()
 
-    def ensure(self, store: Store, digest: str, on_bytes: Callable[[int], Any] | None = None) -> Path:
-        """A verified local copy of ``digest``, fetched from ``store`` if absent or bad."""
+    def copy(self, digest: str) -> Path | None:
+        """The verified copy of ``digest``, or None; a copy whose bytes do not match its name
+        is deleted (it is never used, and can be fetched again)."""
         path = self.blob_path(digest)
-        if path.is_file() and not path.is_symlink():
-            if verify_once(path, digest):
-                return path
-            unlink_if_present(path)  # a bad copy is never used: drop it and fetch again
-        self.fetch(store, digest, on_bytes)
-        return path
+        if not path.is_file() or path.is_symlink():
+            return None
+        if verify_once(path, digest):
+            return path
+        unlink_if_present(path)
+        return None
 
-    def fetch(self, store: Store, digest: str, on_bytes: Callable[[int], Any] | None = None) -> Path:
-        """Stream a blob from the store into the cache, hashing as it arrives."""
-        arriving = CacheWriter(self, digest)
-        try:
-            with store.open_blob(digest) as src:
-                while chunk := src.read(CHUNK):
-                    arriving.write(chunk)
-                    if on_bytes:
-                        on_bytes(len(chunk))
-            return arriving.commit(f"blob {digest[:16]} from {store.display}")
-        finally:
-            arriving.discard()
+    def writer(self, digest: str) -> CacheWriter:
+        """Where a copy of ``digest`` arrives: see :class:`CacheWriter`."""
+        return CacheWriter(self, digest)
 
     # -- refs --------------------------------------------------------------------------
     def ref_path(self, store_id: str, key: str) -> Path:

@@ -1,5 +1,5 @@
-"""A shard as a stream: read from the cache if it is there, else from the store while
-writing it into the cache, hashed on the way and verified at the end.
+"""A shard as a stream: its verified local copy, or fetched from the store while it is
+written into the cache, hashed on the way and verified at the end.
 
 A fetcher thread reads the shard ahead of the reader (network, hashing and the cache write
 overlap decoding), with one streaming request where the store allows it (``objectread``).
@@ -20,25 +20,23 @@ from __future__ import annotations
 import hashlib
 import queue
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from rayform.errors import (
+    BlobNotFound,
     IntegrityError,
     InvalidInput,
-    NotFound,
-    OfflineError,
     RayformError,
     StoreError,
 )
 from rayform.store import objectread
 from rayform.store.cache import CacheWriter
-from rayform.store.files import verify_once
-from rayform.store.store import Store
 
 STREAM_CHUNK = 1 << 20  # what the fetcher hands the reader at a time: the first samples come early
 READ_AHEAD = 16  # chunks fetched ahead of the reader: 16 MiB a stream, so I/O overlaps decoding
-STREAM_BLOCK = 8 << 20  # ranged block size where the store is read through fsspec file objects
 _JOIN_S = 10.0  # how long closing waits for the fetcher to notice (it drops its own partial copy)
 
 
@@ -66,17 +64,10 @@ class Retry:
         return min(self.max_backoff_s, self.backoff_s * (2**attempt))
 
 
-def local_copy(store: Store, digest: str) -> Path | None:
-    """A verified local file of the blob (a local store's own, or the cache's), else None."""
-    path = store.cache.blob_path(digest) if store.cache is not None else Path(store.blob_path(digest))
-    if path.is_file() and verify_once(path, digest):
-        return path
-    return None
-
-
 class ShardStream:
     """A read-only file object over one shard, read front to back (``PackReader.stream_many``
-    cuts its samples out as it arrives).
+    cuts its samples out as it arrives); ``what`` names it in messages, digest included.
+    Made by ``CachedStore.stream``.
 
     From the cache it is the local file. From the store, a fetcher thread reads the shard
     front to back (one streaming request where the store allows it), tees it into the
@@ -85,29 +76,28 @@ class ShardStream:
     reader is, ``fetched`` how far the fetcher got.
     """
 
-    def __init__(self, store: Store, digest: str, size: int, what: str, retry: Retry = Retry(),
+    def __init__(self, digest: str, size: int, what: str, *, local: Path | None = None,
+                 open_at: Callable[[int], objectread.SequentialRead] | None = None,
+                 arriving: CacheWriter | None = None, origin: str = "", retry: Retry = Retry(),
                  chunks: bytes | None = None, chunk_bytes: int = 0):
-        self.store, self.digest, self.size, self.what, self.retry = store, digest, size, what, retry
+        """From a verified ``local`` file; or fetched by ``open_at(byte)`` (a raw reader of the
+        blob from that byte on) into ``arriving``, ``origin`` naming where it comes from."""
+        self.digest, self.size, self.what, self.origin, self.retry = digest, size, what, origin, retry
         self.chunks, self.chunk_bytes = chunks, chunk_bytes
         self.pos = self.fetched = 0
         self.failures = 0  # reads that failed and were resumed
-        self.from_cache = False
+        self.from_cache = local is not None
         self._verdict: IntegrityError | None = None
-        self._file = None
+        self._file: BinaryIO | None = None
         self._fetcher: threading.Thread | None = None
-        local = local_copy(store, digest)
         if local is not None:
             self._file = open(local, "rb")
-            self.from_cache = True
             return
-        if store.cache is None:
-            raise IntegrityError(f"{what} ({digest[:16]}) in {store.display}: its bytes do not match its name")
-        if store.offline:
-            raise OfflineError(f"{what} ({digest[:16]}): not in the cache {store.cache.root}")
-        self._arriving = CacheWriter(store.cache, digest)
+        assert open_at is not None and arriving is not None
+        self._open_at, self._arriving = open_at, arriving
         self._pending = bytearray()  # arrived, not yet a whole chunk: not verified, not handed over
         self._verified = 0
-        self._chunks: queue.Queue = queue.Queue(maxsize=READ_AHEAD)
+        self._chunks: queue.Queue[object] = queue.Queue(maxsize=READ_AHEAD)
         self._stop = threading.Event()
         self._buf, self._off = b"", 0
         self._done = False
@@ -119,10 +109,6 @@ class ShardStream:
     def verified_chunks(self) -> bool:
         """True if every byte handed over is verified first (the pack names chunk digests)."""
         return self.from_cache or self.chunks is not None
-
-    def _open_remote(self) -> objectread.SequentialRead:
-        return objectread.open_at(self.store.fs, self.store.blob_path(self.digest), self.fetched, STREAM_BLOCK,
-                                  self.retry.timeout_s)
 
     def _hand_over(self, data: bytes, end: bool) -> None:
         """Queue ``data`` for the reader: with chunk digests, only whole chunks that match."""
@@ -149,7 +135,7 @@ class ShardStream:
         k, need = self._verified // self.chunk_bytes, self._next_chunk_size()
         if len(chunk) != need or hashlib.sha256(chunk).digest() != self.chunks[32 * k : 32 * k + 32]:
             raise IntegrityError(
-                f"{self.what} ({self.digest[:16]}) from {self.store.display}: chunk {k} (bytes "
+                f"{self.what} from {self.origin}: chunk {k} (bytes "
                 f"{self._verified}-{self._verified + need}) does not match the pack's digest. The store's "
                 "copy is corrupt; nothing of it was used or cached"
             )
@@ -167,20 +153,20 @@ class ShardStream:
                         data = b""  # failed after the last byte: nothing left to ask for
                     else:
                         if src is None:
-                            src = self._open_remote()
+                            src = self._open_at(self.fetched)
                         data = src.read(STREAM_CHUNK)
                         if not data and self.fetched < self.size:
                             raise ConnectionError(f"the stream ended at byte {self.fetched} of {self.size}")
                 except RayformError:
                     raise
                 except FileNotFoundError as e:
-                    raise NotFound(f"{self.what} ({self.digest[:16]}): not in {self.store.display}") from e
+                    raise BlobNotFound(f"{self.what}: not in {self.origin}") from e
                 except Exception as e:  # a connection dropped, a 5xx: resume at the byte where it stopped
                     self.failures += 1
                     src = _close_quietly(src)
                     if attempt >= self.retry.attempts:
                         raise StoreError(
-                            f"{self.what} ({self.digest[:16]}) from {self.store.display}: reading failed at byte "
+                            f"{self.what} from {self.origin}: reading failed at byte "
                             f"{self.fetched} of {self.size} after {attempt + 1} tries ({type(e).__name__}: {e})"
                         ) from e
                     self._stop.wait(self.retry.delay(attempt))
@@ -189,7 +175,7 @@ class ShardStream:
                 if not data:
                     self._hand_over(b"", end=True)
                     try:
-                        self._arriving.commit(f"{self.what} ({self.digest[:16]}) from {self.store.display}")
+                        self._arriving.commit(f"{self.what} from {self.origin}")
                     except IntegrityError as e:  # every chunk matched, the whole does not: said at its end
                         last = _Verdict(e)
                     break
@@ -275,14 +261,3 @@ def _close_quietly(src: objectread.SequentialRead | None) -> None:
         except Exception:
             pass
     return None
-
-
-def open_shard(store: Store, digest: str, size: int, what: str, slice_id: str, fps: float,
-               retry: Retry = Retry(), chunks: bytes | None = None, chunk_bytes: int = 0) -> ShardStream:
-    try:
-        return ShardStream(store, digest, size, what, retry, chunks, chunk_bytes)
-    except OfflineError as e:
-        raise OfflineError(
-            f"{slice_id}: {what} ({digest[:16]}) is not in the cache and RAYFORM_OFFLINE=1. "
-            f"Run: rayform pull {slice_id} --fps {fps:g}"
-        ) from e

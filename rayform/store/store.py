@@ -8,8 +8,9 @@ Layout under the store's root::
     refs/packs/<slc_id>/<key>.json   pack parameters -> pack manifest blob
 
 A blob is written once and never changed: putting one that exists is a no-op. Every
-write is atomic (a reader never sees a partial blob or ref) and every blob read is
-verified against its name. Backends are fsspec's; this module only adds the rules.
+write is atomic (a reader never sees a partial blob or ref) and every blob read whole is
+verified against its name. Backends are fsspec's; this module only adds the rules. It knows
+nothing of caches or offline use: that is the cached view's (``rayform.store.cached``).
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 from urllib.parse import urlsplit, urlunsplit
@@ -30,17 +30,15 @@ from rayform.errors import (
     IntegrityError,
     InvalidInput,
     NotFound,
-    OfflineError,
     StoreError,
 )
-from rayform.store.cache import ShardCache
+from rayform.store import objectread
 from rayform.store.files import (
     canonical_json,
     copy_atomic,
     hash_file,
     sha256_hex,
     sweep_temporaries,
-    verify_once,
     write_atomic,
 )
 from rayform.untrusted import json_document
@@ -48,6 +46,7 @@ from rayform.untrusted import json_document
 log = logging.getLogger("rayform")
 
 CHUNK = 4 << 20
+STREAM_BLOCK = 8 << 20  # ranged block size where a blob is read through fsspec's file objects
 # Filesystems whose single put is atomic: the object appears whole or not at all.
 _ATOMIC_PUT = {"s3", "s3a", "gs", "gcs", "az", "abfs", "memory"}
 
@@ -63,32 +62,10 @@ def redact(url: str) -> str:
     return url
 
 
-@dataclass(frozen=True)
-class StoreRef:
-    """What it takes to open a store again in another process: picklable, no open handles."""
-
-    url: str
-    storage_options: dict = field(default_factory=dict, compare=False, repr=False)
-    cache_dir: str | None = None
-
-    def open(self) -> Store:
-        return Store(self.url, self.storage_options, ShardCache(self.cache_dir) if self.cache_dir else None)
-
-
 class Store:
-    """Blobs and refs on one fsspec URL (a local path, ``s3://bucket/prefix``, ``memory://x``).
+    """Blobs and refs on one fsspec URL (a local path, ``s3://bucket/prefix``, ``memory://x``)."""
 
-    A store that is not a local directory reads through a :class:`ShardCache`: blobs are
-    fetched once into it and refs are copied there, so that with ``RAYFORM_OFFLINE=1``
-    everything already fetched is still readable and nothing else is.
-    """
-
-    def __init__(
-        self,
-        url: str | os.PathLike | None = None,
-        storage_options: dict | None = None,
-        cache: ShardCache | None = None,
-    ):
+    def __init__(self, url: str | os.PathLike[str] | None = None, storage_options: dict[str, Any] | None = None):
         url = os.fspath(url) if url is not None else config.store_url()
         self.storage_options = dict(storage_options or {})
         self.fs, root = _filesystem(url, self.storage_options)
@@ -102,15 +79,10 @@ class Store:
             except OSError as e:
                 raise StoreError(f"store {self.root}: cannot be made ({e.strerror or e}). "
                                  "Pass a writable directory (--store, or RAYFORM_STORE)") from None
-        self.cache = None if self.is_local else (cache or ShardCache())
         self.id = sha256_hex(redact(self.url).encode())[:16]  # names this store in the cache
 
     def __repr__(self) -> str:
         return f"Store({redact(self.url)!r})"
-
-    @property
-    def ref(self) -> StoreRef:
-        return StoreRef(self.url, self.storage_options, str(self.cache.root) if self.cache else None)
 
     @property
     def display(self) -> str:
@@ -128,33 +100,12 @@ class Store:
     def blob_path(self, digest: str) -> str:
         return self._path(self.blob_key(digest))
 
-    @property
-    def offline(self) -> bool:
-        return not self.is_local and config.offline()
-
-    def _guard_offline(self) -> None:
-        if self.offline:
-            raise OfflineError(
-                f"{self.display}: RAYFORM_OFFLINE=1 forbids reading a non-local store. "
-                "Unset RAYFORM_OFFLINE, or run `rayform pull <slice>` first"
-            )
-
-    def _guard_offline_write(self) -> None:
-        if self.offline:
-            raise OfflineError(
-                f"{self.display}: RAYFORM_OFFLINE=1 forbids writing to a non-local store. "
-                "Unset RAYFORM_OFFLINE to write to it, or use a local store (--store DIR)"
-            )
-
     # -- blobs -------------------------------------------------------------------------
     def has_blob(self, digest: str) -> bool:
-        if self.offline:
-            return self.cache.has(digest)
-        return self._wrap_read(self.fs.exists, self.blob_path(digest))
+        return bool(self._wrap_read(self.fs.exists, self.blob_path(digest)))
 
     def put_blob(self, data: bytes | memoryview) -> str:
         """Store ``data`` under its sha256 and return the hex digest (a no-op if present)."""
-        self._guard_offline_write()
         digest = sha256_hex(data)
         path = self.blob_path(digest)
         if not self._exists_for_write(path):
@@ -163,25 +114,18 @@ class Store:
 
     def put_blob_file(self, local_path: str | os.PathLike, digest: str | None = None) -> str:
         """Store a local file as a blob, streamed, hashing it unless ``digest`` is given."""
-        self._guard_offline_write()
         digest = digest or hash_file(Path(local_path))
         path = self.blob_path(digest)
         if self._exists_for_write(path):
             return digest
         if self.is_local:
             self._local_write(copy_atomic, local_path, path)
-        elif self.protocol in _ATOMIC_PUT:
-            self._wrap(self.fs.put_file, os.fspath(local_path), path)
         else:
-            tmp = f"{path}.tmp-{os.getpid()}-{os.urandom(4).hex()}"
-            self._wrap(self.fs.put_file, os.fspath(local_path), tmp)
-            self._wrap(self.fs.mv, tmp, path)
+            self._put_remote(path, lambda target: self.fs.put_file(os.fspath(local_path), target))
         return digest
 
     def get_blob(self, digest: str) -> bytes:
         """The blob's bytes, verified against its name."""
-        if self.cache is not None:
-            return self.local_blob_path(digest).read_bytes()
         data = self._read(self.blob_path(digest), digest)
         actual = sha256_hex(data)
         if actual != digest:
@@ -191,38 +135,17 @@ class Store:
             )
         return data
 
-    def local_blob_path(self, digest: str) -> Path:
-        """A local file holding the blob, verified (once per process) before it is returned.
-
-        For a local store that is the blob itself; otherwise its copy in the cache, fetched
-        on first use. A bad cached copy is replaced; a bad blob in a local store is an error.
-        """
-        if self.cache is not None:
-            if self.offline and not self.cache.has(digest):
-                raise OfflineError(
-                    f"blob {digest[:16]} of {self.display}: not in the cache {self.cache.root} and "
-                    "RAYFORM_OFFLINE=1. Run: rayform pull <slice>"
-                )
-            try:
-                return self.cache.ensure(self, digest)
-            except FileNotFoundError as e:
-                raise BlobNotFound(f"blob {digest[:16]}: not in {self.display}") from e
-        path = Path(self.blob_path(digest))
-        if not path.is_file():
-            raise BlobNotFound(f"blob {digest[:16]}: not in {self.display}")
-        if not verify_once(path, digest):
-            raise IntegrityError(
-                f"blob {digest[:16]} in {self.display}: its bytes do not match its name. "
-                "The stored copy is corrupt; re-create it from its source"
-            )
-        return path
-
     def open_blob(self, digest: str) -> IO[bytes]:
         """A raw stream of a blob, NOT verified: the caller hashes what it reads."""
         try:
             return self._wrap_read(self.fs.open, self.blob_path(digest), "rb", CHUNK)
         except FileNotFoundError as e:
             raise BlobNotFound(f"blob {digest[:16]}: not in {self.display}") from e
+
+    def read_from(self, digest: str, start: int, timeout_s: float = objectread.TIMEOUT_S) -> objectread.SequentialRead:
+        """A raw reader of a blob from byte ``start`` to its end (one streaming request where
+        the store allows it), NOT verified: the caller hashes what it reads."""
+        return objectread.open_at(self.fs, self.blob_path(digest), start, STREAM_BLOCK, timeout_s)
 
     def blob_size(self, digest: str) -> int:
         try:
@@ -240,53 +163,29 @@ class Store:
     # -- refs --------------------------------------------------------------------------
     def get_ref(self, key: str, parse: Callable[[dict[str, Any]], Any] | None = None) -> Any:
         """A small JSON document at ``key``, or what ``parse`` makes of it; NotFound if absent,
-        Malformed if not a JSON object (or if ``parse`` refuses it).
+        Malformed if not a JSON object (or if ``parse`` refuses it)."""
+        return self.parse_ref(key, self.get_ref_bytes(key), parse)
 
-        A remote store's refs are copied into the cache as they are read (only once they
-        parse), and read from there when offline.
-        """
-        what = f"ref {key} in {self.display}"
-        parse = parse or (lambda doc: doc)
-        if self.cache is None:
-            return parse(json_document(self._read(self._path(key), key), what))
-        if self.offline:
-            cached = self.cache.get_ref(self.id, key)
-            if cached is None:
-                raise OfflineError(
-                    f"{key.rsplit('/', 1)[-1].removesuffix('.json')}: not in the cache {self.cache.root} "
-                    f"and RAYFORM_OFFLINE=1. Run: rayform pull <slice>"
-                )
-            return parse(cached)
-        data = self._read(self._path(key), key)
-        parsed = parse(json_document(data, what))  # a ref that does not parse never reaches the cache
-        if self.cache.get_ref(self.id, "store.json") is None:  # lets `rayform cache` name the store
-            self.cache.put_ref(self.id, "store.json", canonical_json({"url": self.display}))
-        self.cache.put_ref(self.id, key, data)
-        return parsed
+    def get_ref_bytes(self, key: str) -> bytes:
+        """A ref's bytes as stored (not parsed: see ``parse_ref``)."""
+        return self._read(self._path(key), key)
+
+    def parse_ref(self, key: str, data: bytes, parse: Callable[[dict[str, Any]], Any] | None = None) -> Any:
+        doc = json_document(data, f"ref {key} in {self.display}")
+        return parse(doc) if parse is not None else doc
 
     def put_ref(self, key: str, obj: Any) -> None:
-        self._guard_offline_write()
         self._write_atomic(self._path(key), canonical_json(obj))
 
     def has_ref(self, key: str) -> bool:
-        if self.offline:
-            return self.cache.get_ref(self.id, key) is not None
-        return self._wrap_read(self.fs.exists, self._path(key))
+        return bool(self._wrap_read(self.fs.exists, self._path(key)))
 
     def list_refs(self, prefix: str) -> Iterator[str]:
         """Keys of the refs below ``prefix`` (recursively), sorted.
 
         A key that is not a rayform name (``..``, a leading dot, odd characters) is skipped
-        with a warning: a listing is untrusted input. Offline, the refs this cache holds of
-        the store are listed; a cache that never saw the store is an OfflineError.
+        with a warning: a listing is untrusted input.
         """
-        if self.offline:
-            if not self.cache.has_store(self.id):
-                raise OfflineError(
-                    f"{self.display}: nothing of this store is in the cache {self.cache.root}, and "
-                    "RAYFORM_OFFLINE=1 forbids listing it. Unset RAYFORM_OFFLINE, or run `rayform pull <slice>` first"
-                )
-            return self.cache.list_refs(self.id, prefix)
         base = self._path(prefix).rstrip("/")
         try:
             found = self._wrap_read(self.fs.find, base)
@@ -326,7 +225,6 @@ class Store:
             raise _store_error(self.display, "cannot reach the store", e) from e
 
     def _read(self, path: str, what: str) -> bytes:
-        self._guard_offline()
         try:
             return self.fs.cat_file(path)
         except FileNotFoundError as e:
@@ -337,8 +235,7 @@ class Store:
         except Exception as e:
             raise _store_error(self.display, f"cannot read {what[:40]}", e) from e
 
-    def _wrap_read(self, fn, *args):
-        self._guard_offline()
+    def _wrap_read(self, fn: Callable[..., Any], *args: Any) -> Any:
         try:
             return fn(*args)
         except FileNotFoundError:
@@ -346,7 +243,7 @@ class Store:
         except Exception as e:
             raise _store_error(self.display, "cannot read", e) from e
 
-    def _local_write(self, write, *args) -> None:
+    def _local_write(self, write: Callable[..., Any], *args: Any) -> None:
         try:
             write(*args)
         except OSError as e:
@@ -354,17 +251,22 @@ class Store:
                              "Check the directory's permissions and free space") from None
 
     def _write_atomic(self, path: str, data: bytes) -> None:
-        self._guard_offline_write()
         if self.is_local:
             self._local_write(write_atomic, path, data)
-        elif self.protocol in _ATOMIC_PUT:
-            self._wrap(self.fs.pipe_file, path, data)
         else:
-            tmp = f"{path}.tmp-{os.getpid()}-{os.urandom(4).hex()}"
-            self._wrap(self.fs.pipe_file, tmp, data)
-            self._wrap(self.fs.mv, tmp, path)
+            self._put_remote(path, lambda target: self.fs.pipe_file(target, data))
 
-    def _wrap(self, fn, *args):
+    def _put_remote(self, path: str, put: Callable[[str], Any]) -> None:
+        """``put(target)`` made atomic: straight to ``path`` where one put is, else to a
+        temporary beside it, then moved into place."""
+        if self.protocol in _ATOMIC_PUT:
+            self._wrap(put, path)
+            return
+        tmp = f"{path}.tmp-{os.getpid()}-{os.urandom(4).hex()}"
+        self._wrap(put, tmp)
+        self._wrap(self.fs.mv, tmp, path)
+
+    def _wrap(self, fn: Callable[..., Any], *args: Any) -> Any:
         try:
             return fn(*args)
         except Exception as e:

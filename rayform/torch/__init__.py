@@ -6,9 +6,10 @@
   from object storage, split by rank and worker, with an epoch-seeded shuffle buffer.
 """
 
+from rayform.read.sample import SampleSpec
 from rayform.store.fetch import Retry
 from rayform.torch.episode import EpisodeDataset
 from rayform.torch.streaming import ShuffleConfig, StreamingEpisodeDataset
-from rayform.torch.world import World
+from rayform.torch.world import Split, World
 
-__all__ = ["EpisodeDataset", "Retry", "ShuffleConfig", "StreamingEpisodeDataset", "World"]
+__all__ = ["EpisodeDataset", "Retry", "SampleSpec", "ShuffleConfig", "Split", "StreamingEpisodeDataset", "World"]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -12,11 +11,10 @@ from torch.utils.data import Dataset
 
 from rayform.read.order import Permutation
 from rayform.read.reader import PackReader
-from rayform.read.sample import SampleBuilder, SampleSpec, obs_list
+from rayform.read.sample import SampleSpec
 from rayform.recordings.slices import Slice
-from rayform.store.cache import ShardCache
 from rayform.torch.batch import BatchBuffer, Sample
-from rayform.torch.packsource import pack_for, store_for
+from rayform.torch.packsource import open_samples, sample_spec
 from rayform.torch.tensors import to_torch
 
 
@@ -36,31 +34,31 @@ class EpisodeDataset(Dataset):
     if the sampler's own epoch is never set. ``set_epoch`` reaches forked and persistent
     workers (the epoch lives in shared memory).
 
-    If the slice has no pack at ``fps``, a single process with a writable store packs it
-    (a progress bar and one log line); elsewhere it is an error naming the command to run.
-    Remote shards are fetched whole into the shard cache on first use and read by offset.
+    The sample arguments may come as one :class:`SampleSpec` in ``obs``. If the slice has no
+    pack at ``fps``, a single process with a writable store packs it (a progress bar and one
+    log line); elsewhere it is an error naming the command to run. Remote shards are fetched
+    whole into the shard cache of the slice's store (``Client(store, cache=...)``) on first
+    use and read by offset.
     """
 
     def __init__(
         self,
         slice_: Slice,
-        obs: str | Sequence[str],
+        obs: str | Sequence[str] | SampleSpec,
         action: str | None = None,
         fps: float = 15,
         horizon: int = 16,
         frame: str | None = None,
+        *,
         seed: int = 0,
-        cache: ShardCache | str | os.PathLike | None = None,
         transform: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
     ):
-        store = store_for(slice_, cache)
-        spec = SampleSpec(obs_list(obs), action, int(horizon), frame)
+        self.builder = open_samples(slice_, sample_spec(obs, action, fps, horizon, frame))
+        self.pack = self.builder.pack
         self.slice_id = slice_.id
-        self.pack = pack_for(slice_, store, fps, spec)
-        self.builder = SampleBuilder(self.pack, spec)
         self.layout = self.builder.layout()
         self._image_keys = {s.name for s in self.builder.images}
-        self.reader = PackReader(store, self.pack, self.builder.members)
+        self.reader = PackReader(slice_.store, self.pack, self.builder.members)
         self.seed = int(seed)
         self.transform = transform
         self._epoch = torch.zeros(1, dtype=torch.int64).share_memory_()

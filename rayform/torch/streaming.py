@@ -10,33 +10,37 @@ from typing import Any
 import torch
 from torch.utils.data import IterableDataset
 
-from rayform.errors import IntegrityError
-from rayform.read import partition
-from rayform.read import runs as stages
+from rayform.errors import IntegrityError, InvalidInput
+from rayform.read import order, partition, runs
 from rayform.read.reader import PackReader
-from rayform.read.sample import SampleBuilder, SampleSpec, obs_list
+from rayform.read.sample import SampleSpec
 from rayform.recordings.slices import Slice
-from rayform.store.cache import ShardCache
+from rayform.store.cached import CachedStore
 from rayform.store.fetch import Retry
-from rayform.store.store import Store
 from rayform.torch.batch import (
     BatchBuffer,
     Sample,
     collate_samples,
     default_collate_fn_map,
 )
-from rayform.torch.packsource import pack_for, store_for
+from rayform.torch.packsource import open_samples, sample_spec
 from rayform.torch.tensors import to_torch
-from rayform.torch.world import World
+from rayform.torch.world import Split, World
 
 
 @dataclass(frozen=True)
 class ShuffleConfig:
-    """Epoch-seeded shuffling: shard order, then a buffer of ``buffer`` samples (0: none)."""
+    """The shuffle buffer: ``buffer`` samples (0 or 1: none), filled to ``initial`` before the
+    first is drawn. Its seed is the dataset's ``seed``."""
 
-    seed: int = 0
     buffer: int = 1000
     initial: int = 100
+
+    def __post_init__(self) -> None:
+        for name in ("buffer", "initial"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 1 << 24:
+                raise InvalidInput(f"ShuffleConfig {name} {value!r}: a whole number of samples, 0..{1 << 24}")
 
 
 class StreamingEpisodeDataset(IterableDataset):
@@ -73,42 +77,45 @@ class StreamingEpisodeDataset(IterableDataset):
     def __init__(
         self,
         slice_: Slice,
-        obs: str | Sequence[str],
+        obs: str | Sequence[str] | SampleSpec,
         action: str | None = None,
         fps: float = 15,
         horizon: int = 16,
         frame: str | None = None,
+        *,
         seed: int = 0,
-        shuffle: ShuffleConfig | None = None,
-        equalize: str = "pad",
-        rank: int | None = None,
-        world_size: int | None = None,
-        cache: ShardCache | str | os.PathLike | None = None,
+        shuffle: ShuffleConfig = ShuffleConfig(),
+        split: Split = Split(),
         retry: Retry = Retry(),
         transform: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
         batch_size: int | None = None,
     ):
-        if batch_size is not None and batch_size < 1:
-            raise ValueError(f"batch_size {batch_size}: must be at least 1")
-        if equalize not in partition.EQUALIZE:
-            raise ValueError(f"equalize {equalize!r}: one of {partition.EQUALIZE}")
-        store = store_for(slice_, cache)
-        spec = SampleSpec(obs_list(obs), action, int(horizon), frame)
+        if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int)
+                                       or batch_size < 1):
+            raise InvalidInput(f"batch_size {batch_size!r}: a whole number, at least 1 (or None for samples)")
+        for name, value, kind in (("shuffle", shuffle, ShuffleConfig), ("split", split, Split), ("retry", retry, Retry)):
+            if not isinstance(value, kind):
+                raise InvalidInput(f"{name} {str(value)[:60]!r}: give a rayform.torch.{kind.__name__}(...)")
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise InvalidInput(f"seed {str(seed)[:40]!r}: a whole number")
+        self.builder = open_samples(slice_, sample_spec(obs, action, fps, horizon, frame))
+        self.pack = self.builder.pack
         self.slice_id = slice_.id
-        self.pack = pack_for(slice_, store, fps, spec)
-        self.builder = SampleBuilder(self.pack, spec)
-        self.shuffle = shuffle or ShuffleConfig(seed=seed)
-        self.equalize = equalize
+        self.seed = seed
+        self.shuffle = shuffle
+        self.equalize = split.equalize
         self.retry = retry
         self.transform = transform
         self.batch_size = batch_size
+        rank, world_size = split.rank, split.world_size
         if rank is None or world_size is None:
             # DataLoader workers do not see the process group: take the rank where it is known.
             here = World.detect()
             rank, world_size = here.rank, here.world_size
         self._explicit = (rank, world_size)
+        store = slice_.store
         self._store_ref = store.ref
-        self._store: Store | None = None
+        self._store: CachedStore | None = None
         self._store_pid = 0
         self._pack_reader = PackReader(store, self.pack, self.pack.members)  # reopens its files after a fork
         if not store.offline:
@@ -143,21 +150,22 @@ class StreamingEpisodeDataset(IterableDataset):
 
     def runs(self, world: World, epoch: int) -> list[partition.Run]:
         return partition.runs_for([s.samples for s in self.pack.shards], world.rank, world.world_size,
-                                  world.worker, world.workers, self.shuffle.seed, epoch, self.equalize)
+                                  world.worker, world.workers, self.seed, epoch, self.equalize)
 
     # -- resumption ----------------------------------------------------------------------
     def state_dict(self) -> dict[str, int]:
-        return {"epoch": self.epoch, "yielded": self._yielded, "seed": self.shuffle.seed}
+        return {"epoch": self.epoch, "yielded": self._yielded, "seed": self.seed}
 
     def load_state_dict(self, state: dict[str, int]) -> None:
-        if state.get("seed", self.shuffle.seed) != self.shuffle.seed:
-            raise ValueError(f"state was saved with seed {state['seed']}, this dataset has {self.shuffle.seed}")
+        if state.get("seed", self.seed) != self.seed:
+            raise InvalidInput(f"state_dict: saved with seed {state['seed']}, this dataset has {self.seed}. "
+                               "Make the dataset with the seed of the run it resumes")
         self._epoch[0] = int(state["epoch"])
         self._yielded = self._resume_at = int(state["yielded"])
 
     # -- reading -------------------------------------------------------------------------
     @property
-    def store(self) -> Store:
+    def store(self) -> CachedStore:
         if self._store is None or self._store_pid != os.getpid():  # never a handle of the parent's
             self._store, self._store_pid = self._store_ref.open(), os.getpid()
         return self._store
@@ -168,12 +176,11 @@ class StreamingEpisodeDataset(IterableDataset):
 
         world = world or self.world()
         epoch = self.epoch
-        runs = self.runs(world, epoch)
-        src = stages.run_samples(runs, self.pack, self.store, self._pack_reader, self.retry)
+        src = runs.run_samples(self.runs(world, epoch), self.pack, self.store, self._pack_reader, self.retry)
         if self.shuffle.buffer > 1:
-            rng = stages.reader_rng(self.shuffle.seed, epoch, world.rank, world.worker)
+            rng = order.reader_rng(self.seed, epoch, world.rank, world.worker)
             src = wds.filters.shuffle(self.shuffle.buffer, self.shuffle.initial, rng=rng)(src)
-        return stages.skip(src, self._resume_at)
+        return runs.skip(src, self._resume_at)
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         # Counted per iteration, where it runs: a persistent DataLoader worker never sees

@@ -11,6 +11,9 @@ from dataclasses import dataclass
 import torch.distributed as dist
 from torch.utils.data import get_worker_info
 
+from rayform.errors import InvalidInput
+from rayform.read.partition import EQUALIZE
+
 
 @dataclass(frozen=True)
 class World:
@@ -43,3 +46,27 @@ class World:
         info = get_worker_info()
         worker, workers = (info.id, info.num_workers) if info is not None else (0, 0)
         return cls(rank, world_size, worker, workers)
+
+
+@dataclass(frozen=True)
+class Split:
+    """How each epoch of a streaming dataset is split between ranks: this is ``rank`` of
+    ``world_size`` (None: from ``torch.distributed`` when initialised, else 0 of 1), and
+    ``equalize`` says how every rank gets the same count: ``"pad"`` repeats the first
+    samples of the epoch's order to fill the last ranks, ``"drop"`` leaves out the tail."""
+
+    rank: int | None = None
+    world_size: int | None = None
+    equalize: str = "pad"
+
+    def __post_init__(self) -> None:
+        if self.equalize not in EQUALIZE:
+            raise InvalidInput(f"Split equalize {self.equalize!r}: one of {', '.join(EQUALIZE)}")
+        if (self.rank is None) != (self.world_size is None):
+            raise InvalidInput("Split: give rank and world_size together, or neither")
+        if self.rank is not None and self.world_size is not None:
+            for name, value in (("rank", self.rank), ("world_size", self.world_size)):
+                if isinstance(value, bool) or not isinstance(value, int):
+                    raise InvalidInput(f"Split {name} {value!r}: a whole number")
+            if not 0 <= self.rank < self.world_size:
+                raise InvalidInput(f"Split rank {self.rank}: must be in 0..{self.world_size - 1} (world_size {self.world_size})")

@@ -10,8 +10,7 @@ from rayform.store.files import hash_file
 
 
 def _stream(url: str, slice_id: str, cache_dir, **kw) -> rayform.torch.StreamingEpisodeDataset:
-    client = rayform.Client(url)
-    client.store.cache = ShardCache(cache_dir)
+    client = rayform.Client(url, cache=cache_dir)
     return rayform.torch.StreamingEpisodeDataset(client.slices.get(slice_id), obs=["cam0/rgb", "joints/position"],
                                                  action="joints/position_delta", fps=15, **kw)
 
@@ -60,8 +59,7 @@ def test_a_connection_cut_mid_shard_resumes_at_its_byte(http_demo, tmp_path):
 @pytest.mark.parametrize("options", [{"headers": {"Authorization": "Bearer x"}}, {"client_kwargs": {"trust_env": True}}])
 def test_an_http_store_with_request_options_streams_through_its_own_client(http_demo, tmp_path, options):
     server, url, slice_id = http_demo
-    client = rayform.Client(url, storage_options=options)
-    client.store.cache = ShardCache(tmp_path / "cache")
+    client = rayform.Client(url, storage_options=options, cache=tmp_path / "cache")
     ds = rayform.torch.StreamingEpisodeDataset(client.slices.get(slice_id), obs=["joints/position"], fps=15)
     server.reset_counts()
     assert len(_keys(ds)) == ds.pack.samples

@@ -21,8 +21,7 @@ pytestmark = pytest.mark.s3
 
 def _client(s3_demo, cache_dir):
     url, options, _ = s3_demo
-    client = rayform.Client(url, storage_options=options)
-    client.store.cache = ShardCache(cache_dir)
+    client = rayform.Client(url, storage_options=options, cache=cache_dir)
     return client
 
 
@@ -99,7 +98,7 @@ def test_a_corrupted_cache_file_is_detected_and_replaced(s3_demo, tmp_path):
     code = f'''
 import rayform, torch
 from rayform.store.cache import ShardCache
-c = rayform.Client("{s3_demo[0]}", storage_options={s3_demo[1]!r}); c.store.cache = ShardCache("{cache_dir}")
+c = rayform.Client("{s3_demo[0]}", storage_options={s3_demo[1]!r}, cache="{cache_dir}")
 ds = rayform.torch.EpisodeDataset(c.slices.get("{s3_demo[2]}"), obs=["cam0/rgb", "joints/position"],
                                   action="joints/position_delta", fps=15)
 print(ds[0]["joints/position"].tolist())
@@ -111,13 +110,12 @@ print(ds[0]["joints/position"].tolist())
 
 
 def _fill(url, options, slice_id, cache_dir, barrier):
-    client = rayform.Client(url, storage_options=options)
-    client.store.cache = ShardCache(cache_dir)
+    client = rayform.Client(url, storage_options=options, cache=cache_dir)
     s = client.slices.get(slice_id)
     pack = client.packs.find(s, 15)
     barrier.wait()
     for shard in pack.shards:
-        client.store.local_blob_path(shard.sha256)
+        client.store.local_blob(shard.sha256)
 
 
 def test_two_processes_filling_one_cache_at_once_leave_only_valid_files(s3_demo, tmp_path):

@@ -18,8 +18,7 @@ pytestmark = pytest.mark.s3
 
 def _client(s3_demo, cache_dir):
     url, options, slice_id = s3_demo
-    client = rayform.Client(url, storage_options=options)
-    client.store.cache = ShardCache(cache_dir)
+    client = rayform.Client(url, storage_options=options, cache=cache_dir)
     return client, client.slices.get(slice_id)
 
 
@@ -129,8 +128,7 @@ def test_listing_keys_with_dot_dots_write_nothing_outside_the_cache(s3_store_url
     cache = tmp_path / "around" / "cache"
     (tmp_path / "around").mkdir()
     (tmp_path / "around" / "victim.json").write_text("{}")
-    client = rayform.Client(url, storage_options=options)
-    client.store.cache = ShardCache(cache)
+    client = rayform.Client(url, storage_options=options, cache=cache)
     bucket, prefix = url[len("s3://"):].split("/", 1)
     s3 = boto3.client("s3", endpoint_url=options["endpoint_url"], region_name="us-east-1")
     body = json.dumps({"id": "seg_000000000000", "site": "demo", "name": "x", "versions": ["0" * 64]}).encode()

@@ -24,8 +24,7 @@ pytestmark = [pytest.mark.s3, pytest.mark.timeout(300)]
 def _slice(s3_demo, cache_dir, endpoint_url=None):
     url, options, slice_id = s3_demo
     options = dict(options, endpoint_url=endpoint_url or options["endpoint_url"])
-    client = rayform.Client(url, storage_options=options)
-    client.store.cache = ShardCache(cache_dir)
+    client = rayform.Client(url, storage_options=options, cache=cache_dir)
     return client.slices.get(slice_id)
 
 
@@ -88,9 +87,9 @@ import json, sys, rayform
 from rayform.store.cache import ShardCache
 from torch.utils.data import DataLoader
 url, options, sid, cache, epoch = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3], sys.argv[4], int(sys.argv[5])
-c = rayform.Client(url, storage_options=options); c.store.cache = ShardCache(cache)
+c = rayform.Client(url, storage_options=options, cache=cache)
 ds = rayform.torch.StreamingEpisodeDataset(c.slices.get(sid), obs=["joints/position"], fps=15, seed=5,
-                                           rank=1, world_size=2)
+                                           split=rayform.torch.Split(rank=1, world_size=2))
 ds.set_epoch(epoch)
 print(json.dumps([f"{s}:{int(t)}" for b in DataLoader(ds, batch_size=4, num_workers=2)
                   for s, t in zip(b["meta"]["segment"], b["t_ns"])]))
@@ -221,7 +220,9 @@ def test_a_read_that_keeps_failing_resumes_at_its_byte_then_names_the_shard(s3_d
     s = _slice(s3_demo, tmp_path / "cache")
     ds = _stream(s, retry=rayform.torch.Retry(attempts=2, backoff_s=0.0), shuffle=rayform.torch.ShuffleConfig(buffer=0))
     opens = []
-    real_open = shardstream.ShardStream._open_remote
+    from rayform.store.store import Store
+
+    real_open = Store.read_from
 
     class Flaky:
         def __init__(self, f):
@@ -236,11 +237,11 @@ def test_a_read_that_keeps_failing_resumes_at_its_byte_then_names_the_shard(s3_d
         def close(self):
             self.f.close()
 
-    def flaky_open(self):
-        opens.append(self.fetched)
-        return Flaky(real_open(self))
+    def flaky_open(self, digest, start, *args):
+        opens.append(start)
+        return Flaky(real_open(self, digest, start, *args))
 
-    monkeypatch.setattr(shardstream.ShardStream, "_open_remote", flaky_open)
+    monkeypatch.setattr(Store, "read_from", flaky_open)
     keys = _keys((x["meta"]["segment"], x["t_ns"]) for x in ds)
     assert len(keys) == len(set(keys)) == ds.pack.samples
     sizes = {sh.bytes for sh in ds.pack.shards}
@@ -253,9 +254,9 @@ def test_a_read_that_keeps_failing_resumes_at_its_byte_then_names_the_shard(s3_d
         def close(self):
             pass
 
-    monkeypatch.setattr(shardstream.ShardStream, "_open_remote", lambda self: Dead())
+    monkeypatch.setattr(Store, "read_from", lambda self, *args: Dead())
     cold = _stream(_slice(s3_demo, tmp_path / "cold"), retry=rayform.torch.Retry(attempts=2, backoff_s=0.0))
-    with pytest.raises(StoreError, match=r"shard \d+ \([0-9a-f]{16}\) from s3://.*after 3 tries"):
+    with pytest.raises(StoreError, match=r"shard \d+ \([0-9a-f]{16}\) at 15 fps from s3://.*after 3 tries"):
         list(cold)
     assert not any(ShardCache(tmp_path / "cold").has(sh.sha256) for sh in cold.pack.shards)
     assert not [p for p in (tmp_path / "cold").rglob(".tmp-*")]

@@ -1,4 +1,5 @@
-"""ShardStream: a blob arriving from a store is handed over only in verified chunks."""
+"""Fetching a shard (ShardStream, made by CachedStore.stream): a blob arriving from a store is
+handed over only in verified chunks."""
 
 from __future__ import annotations
 
@@ -28,8 +29,8 @@ def test_only_verified_chunks_are_handed_over(tmp_path, monkeypatch, read_size, 
     stored = bytearray(good)
     if bad_chunk is not None:
         stored[bad_chunk * CHUNK + 7] ^= 0x01
-        store.fs.pipe_file(store.blob_path(digest), bytes(stored))
-    stream = shardstream.ShardStream(store, digest, len(good), "shard 0", chunks=chunks, chunk_bytes=CHUNK)
+        store.backend.fs.pipe_file(store.backend.blob_path(digest), bytes(stored))
+    stream = store.stream(digest, len(good), "shard 0", chunks=chunks, chunk_bytes=CHUNK)
     got = b""
     try:
         if bad_chunk is None:
