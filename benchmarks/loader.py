@@ -23,10 +23,10 @@ import time
 from pathlib import Path
 
 import numpy as np
-from rayform.converters.demo import DemoConfig, ingest_demo
 
 import rayform
 from rayform.codec import imagecodec, records
+from rayform.converters.demo import DemoConfig, ingest_demo
 
 FPS = 15
 

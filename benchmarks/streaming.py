@@ -29,9 +29,9 @@ from pathlib import Path
 from statistics import median
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import loader as bench  # noqa: E402  (the same slice, bound and webdataset reference)
+import loader as bench
 
-import rayform  # noqa: E402
+import rayform
 
 
 def start_moto() -> tuple[subprocess.Popen, str]:
@@ -94,8 +94,9 @@ def main() -> None:
         fs = fsspec.filesystem("s3", **options)
         print(f"uploading {len(pack.shards)} shards to {endpoint} ...", file=sys.stderr, flush=True)
         root = Path(local.store.root)
-        needed = [f"refs/slices/{slice_.id}.json", *(str(p.relative_to(root)) for p in (root / "refs" / "packs" / slice_.id).glob("*.json"))]
-        needed += [local.store.blob_key(d) for d in [slice_.digest, pack.digest, *pack.blobs()]]
+        packs = (root / "refs" / "packs" / slice_.id).glob("*.json")
+        needed = [f"refs/slices/{slice_.id}.json", *(str(p.relative_to(root)) for p in packs)]
+        needed += [local.store.backend.blob_key(d) for d in [slice_.digest, pack.digest, *pack.blobs()]]
         for key in needed:
             fs.put_file(str(root / key), f"bench/store/{key}")
 

@@ -111,7 +111,8 @@ def main() -> None:
             seen += len(batch["t_ns"])
             if step % 25 == 0 or step == 1:
                 rate = seen / (time.perf_counter() - t0)
-                log.info("step %4d  epoch %d  loss %.4f  %.0f samples/s", step, epoch, sum(losses[-25:]) / len(losses[-25:]), rate)
+                recent = losses[-25:]
+                log.info("step %4d  epoch %d  loss %.4f  %.0f samples/s", step, epoch, sum(recent) / len(recent), rate)
             if step >= args.steps:
                 break
         epoch += 1

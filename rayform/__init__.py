@@ -34,7 +34,8 @@ from rayform.store.store import Store
 __version__ = "0.1.0"
 
 __all__ = [
-    "ArrayStream", "CachedStore", "Client", "ImageStream", "IntegrityError", "InvalidInput", "Malformed", "NotFound", "OfflineError",
+    "ArrayStream", "CachedStore", "Client", "ImageStream", "IntegrityError", "InvalidInput", "Malformed", "NotFound",
+    "OfflineError",
     "Pack", "PackNotFound", "PackSpec", "PoseStream", "RayformError", "Segment", "SegmentNotFound",
     "SegmentRef", "ShardCache", "Slice", "SliceNotFound", "Store", "StoreError", "StreamNotFound", "__version__",
 ]

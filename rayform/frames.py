@@ -25,6 +25,12 @@ _FROM_ROS = {
 }
 
 
+def _frame(frame: str) -> str:
+    checked = check_frame(frame)
+    assert checked is not None
+    return checked
+
+
 def check_frame(frame: str | None) -> str | None:
     if frame is not None and frame not in FRAMES:
         raise InvalidInput(f"frame {frame!r}: one of {', '.join(FRAMES)}, or None for as recorded")
@@ -33,7 +39,8 @@ def check_frame(frame: str | None) -> str | None:
 
 def basis(src: str, dst: str) -> np.ndarray:
     """The rotation taking vectors written in ``src`` axes to ``dst`` axes."""
-    return _FROM_ROS[check_frame(dst)] @ _FROM_ROS[check_frame(src)].T
+    result: np.ndarray = _FROM_ROS[_frame(dst)] @ _FROM_ROS[_frame(src)].T
+    return result
 
 
 def quat_multiply(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -62,8 +69,9 @@ def matrix_to_quat(m: np.ndarray) -> np.ndarray:
         q[i] = s / 4
         q[j] = (m[j, i] + m[i, j]) / s
         q[k] = (m[k, i] + m[i, k]) / s
-    q = np.asarray(q)
-    return q / np.linalg.norm(q)
+    quat = np.asarray(q)
+    result: np.ndarray = quat / np.linalg.norm(quat)
+    return result
 
 
 def convert_poses(poses: np.ndarray, src: str, dst: str | None) -> np.ndarray:

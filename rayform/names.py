@@ -33,7 +33,7 @@ def _bad(what: str, value: object, form: str, trusted: bool) -> Exception:
     return cls(f"{what} {shown}: not {form}" + ("" if trusted else "; the store's data is corrupt or hostile"))
 
 
-def _check(pattern: re.Pattern, value: object, what: str, form: str, trusted: bool) -> str:
+def _check(pattern: re.Pattern[str], value: object, what: str, form: str, trusted: bool) -> str:
     if not isinstance(value, str) or not pattern.fullmatch(value):
         raise _bad(what, value, form, trusted)
     return value

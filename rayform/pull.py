@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from tqdm.auto import tqdm
 
@@ -52,7 +53,7 @@ def pull(client: Client, slice_id: str, fps: float | None = None, progress: bool
     for n, digest in enumerate(blobs, 1):
         arrived = [0]
 
-        def on_bytes(k: int, arrived=arrived) -> None:
+        def on_bytes(k: int, arrived: list[int] = arrived) -> None:
             arrived[0] += k
             bar.update(k)
 
@@ -67,7 +68,7 @@ def pull(client: Client, slice_id: str, fps: float | None = None, progress: bool
     return report
 
 
-def cache_summary(cache: ShardCache) -> list[dict]:
+def cache_summary(cache: ShardCache) -> list[dict[str, Any]]:
     """Per store seen in the cache: its URL and, per slice, whether its packs are whole.
 
     The cache holds what stores handed over, so every ref and manifest read here is checked

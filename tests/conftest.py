@@ -11,9 +11,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from rayform.converters.demo import DemoConfig, ingest_demo
 
 import rayform
+from rayform.converters.demo import DemoConfig, ingest_demo
 
 REAL_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "real"
 SMALL_DEMO = DemoConfig(episodes=2, seconds=3.0, seed=7, image_size=64)

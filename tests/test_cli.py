@@ -100,9 +100,8 @@ def test_a_bad_pack_workers_variable_is_one_line_and_exit_2(demo_store):
 def test_a_cache_dir_that_is_a_file_is_one_clear_error(tmp_path, monkeypatch):
     import uuid
 
-    from rayform.converters.demo import DemoConfig, ingest_demo
-
     import rayform
+    from rayform.converters.demo import DemoConfig, ingest_demo
 
     (tmp_path / "a-file").write_text("x")
     monkeypatch.setenv("RAYFORM_CACHE_DIR", str(tmp_path / "a-file"))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+
 from rayform.converters.demo import DemoConfig, demo_episode
 
 
@@ -24,7 +25,7 @@ def test_demo_streams_rates_sizes_and_frames():
     assert 29 < cam_hz < 31 and 99 < joint_hz < 101
     assert np.std(np.diff(by["joints/position"].timestamps)) > 0  # jittered, as real clocks are
     sizes = [len(f) for f in by["cam0/rgb"].frames + by["wrist/rgb"].frames]
-    assert 10_000 <= min(sizes) and max(sizes) <= 30_000
+    assert min(sizes) >= 10_000 and max(sizes) <= 30_000
     assert by["joints/position"].values.shape[1] == 8 and by["ee/pose"].frame == "ros"
     q = by["ee/pose"].values[:, 3:]
     np.testing.assert_allclose(np.linalg.norm(q, axis=1), 1.0, atol=1e-9)

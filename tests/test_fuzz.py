@@ -8,11 +8,11 @@ import random
 
 import numpy as np
 import pytest
-from hostile import forge_pack
-from rayform.converters.demo import DemoConfig, ingest_demo
 
 import rayform
+from hostile import forge_pack
 from rayform.codec import records
+from rayform.converters.demo import DemoConfig, ingest_demo
 from rayform.errors import RayformError
 from rayform.pack.manifest import Pack
 from rayform.read.reader import PackReader, _check_rows, _map_index
@@ -69,7 +69,8 @@ def packed(tmp_path_factory):
 def test_records_and_npy_headers(packed):
     client, s, pack = packed
     reader = PackReader(client.store, pack, pack.members)
-    builder = SampleBuilder(pack, SampleSpec(("cam0/rgb", "joints/position"), "joints/position_delta", horizon=8, frame="optical"))
+    spec = SampleSpec(("cam0/rgb", "joints/position"), "joints/position_delta", horizon=8, frame="optical")
+    builder = SampleBuilder(pack, spec)
     rng = random.Random(SEED)
     key, raw = reader.raw(0)
     npy = records.to_npy(np.arange(12.0).reshape(3, 4))

@@ -7,11 +7,11 @@ import json
 import h5py
 import numpy as np
 import pytest
-from rayform.converters.hdf5 import iter_hdf5
-from rayform.converters.ingest import ingest
 
 import rayform
 from rayform.codec import imagecodec
+from rayform.converters.hdf5 import iter_hdf5
+from rayform.converters.ingest import ingest
 from rayform.errors import InvalidInput
 
 N = 12

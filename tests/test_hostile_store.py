@@ -12,11 +12,11 @@ import uuid
 
 import numpy as np
 import pytest
-from hostile import forge_pack, run_cli, unchanged
-from rayform.converters.demo import DemoConfig, ingest_demo
 
 import rayform
+from hostile import forge_pack, run_cli, unchanged
 from rayform.codec import records
+from rayform.converters.demo import DemoConfig, ingest_demo
 from rayform.errors import Malformed, RayformError
 
 TINY = DemoConfig(episodes=2, seconds=2.0, seed=3, image_size=32)

@@ -6,10 +6,10 @@ import shutil
 
 import numpy as np
 import pytest
-from rayform.converters.ingest import ingest
-from rayform.converters.lerobot import LeRobotDataset, feature_names
 
 import rayform
+from rayform.converters.ingest import ingest
+from rayform.converters.lerobot import LeRobotDataset, feature_names
 from rayform.errors import InvalidInput
 
 V30 = "lerobot_v30_so101_ros2_example"

@@ -33,9 +33,8 @@ class Arriving:
 
 @pytest.fixture(scope="module")
 def packed(tmp_path_factory):
-    from rayform.converters.demo import DemoConfig, ingest_demo
-
     import rayform
+    from rayform.converters.demo import DemoConfig, ingest_demo
 
     client = rayform.Client(tmp_path_factory.mktemp("reader") / "store")
     s = client.slices.create(ingest_demo(client, "lab", DemoConfig(episodes=2, seconds=3.0, seed=5, image_size=64)), name="r")

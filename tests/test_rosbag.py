@@ -7,10 +7,10 @@ import shutil
 
 import numpy as np
 import pytest
-from rayform.converters.ingest import ingest
-from rayform.converters.rosbag import describe_bag, read_bag
 
 import rayform
+from rayform.converters.ingest import ingest
+from rayform.converters.rosbag import describe_bag, read_bag
 from rayform.errors import InvalidInput
 
 
@@ -239,4 +239,5 @@ def test_ros1_bag_written_by_rosbags_with_compressed_images_and_odometry(tmp_pat
     ds = rayform.torch.EpisodeDataset(report.slice, obs=["cam/compressed", "odom"], action="odom", fps=10, horizon=2)
     x = ds[0]
     assert x["cam/compressed"].shape == (3, 8, 8) and x["action"].shape == (2, 7)
-    np.testing.assert_allclose(x["action"][:, 0].numpy(), x["odom"][0].item() + np.array([0.5, 1.0]), atol=1e-5)  # 5 m/s at 10 fps
+    # 5 m/s at 10 fps
+    np.testing.assert_allclose(x["action"][:, 0].numpy(), x["odom"][0].item() + np.array([0.5, 1.0]), atol=1e-5)

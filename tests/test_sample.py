@@ -39,7 +39,8 @@ def _all(store, pack, builder):
 
 def test_keys_shapes_and_dtypes(ramp):
     s, pack, store = ramp
-    b = SampleBuilder(pack, SampleSpec(("cam0/rgb", "joints/position", "ee/pose"), "joints/position_delta", horizon=4, frame="ros"))
+    spec = SampleSpec(("cam0/rgb", "joints/position", "ee/pose"), "joints/position_delta", horizon=4, frame="ros")
+    b = SampleBuilder(pack, spec)
     x = _all(store, pack, b)[3]
     assert set(x) == {"cam0/rgb", "joints/position", "ee/pose", "action", "action_is_pad", "t_ns", "meta"}
     assert x["cam0/rgb"].shape == (3, 12, 20) and x["cam0/rgb"].dtype == np.uint8

@@ -27,7 +27,8 @@ def test_same_seed_and_epoch_same_order_other_epoch_other_order():
 
 
 def test_same_order_in_a_new_process():
-    code = "import numpy as np; from rayform.read.order import Permutation; print(Permutation(300, 9, 4)(np.arange(300)).tolist())"
+    code = ("import numpy as np; from rayform.read.order import Permutation; "
+            "print(Permutation(300, 9, 4)(np.arange(300)).tolist())")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert eval(out) == Permutation(300, 9, 4)(np.arange(300)).tolist()
 

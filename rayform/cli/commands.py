@@ -67,7 +67,7 @@ def slices_show(args: argparse.Namespace) -> int:
     s = client.slices.get(args.slice)
     print(f"slice {s.id}  name: {s.name or '-'}  manifest: {s.digest[:16]}")
     print(f"segments ({len(s.segments)}):")
-    for i, seg in enumerate(s.segments):
+    for seg in s.segments:
         rng = "" if seg.start_ns is None and seg.end_ns is None else f"  [{seg.start_ns}, {seg.end_ns}]"
         print(f"  {seg.id}@{seg.version[:12]}  {seg.site}{rng}")
     first = s.segment(0)
@@ -147,11 +147,11 @@ def pull(args: argparse.Namespace) -> int:
         print(f"{report.slice_id}: the store {client.store.display} is local; nothing to fetch ({packs})")
         return 0
     print(f"{report.slice_id}: fetched {report.fetched} blobs ({_fmt_bytes(report.bytes)}), "
-          f"{report.present} already cached, into {client.store.cache.root} ({packs})")
+          f"{report.present} already cached, into {client.store.cache.root if client.store.cache else '?'} ({packs})")
     return 0
 
 
-def cache(args: argparse.Namespace) -> int:
+def cache(_args: argparse.Namespace) -> int:
     from rayform.pull import cache_summary
     from rayform.store.cache import ShardCache
 

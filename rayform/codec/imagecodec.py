@@ -68,7 +68,8 @@ def check_dimensions(data: bytes | memoryview, encoding: str, expect: tuple[int,
 def decode_jpeg(data: bytes | memoryview, out: np.ndarray | None = None) -> np.ndarray:
     """RGB ``(H, W, 3)``; decoded straight into ``out`` (a writable HWC array) when given."""
     if _simplejpeg is not None:
-        return _simplejpeg.decode_jpeg(data, colorspace="RGB", fastdct=False, fastupsample=False, buffer=out)
+        result: np.ndarray = _simplejpeg.decode_jpeg(data, colorspace="RGB", fastdct=False, fastupsample=False, buffer=out)
+        return result
     from PIL import Image
 
     image = np.asarray(Image.open(io.BytesIO(data)).convert("RGB"))
@@ -83,7 +84,8 @@ def encode_jpeg(image: np.ndarray, quality: int = 90) -> bytes:
     if image.ndim == 2:
         image = np.repeat(image[:, :, None], 3, axis=2)
     if _simplejpeg is not None:
-        return _simplejpeg.encode_jpeg(image, quality=quality, colorspace="RGB", colorsubsampling="420")
+        result: bytes = _simplejpeg.encode_jpeg(image, quality=quality, colorspace="RGB", colorsubsampling="420")
+        return result
     from PIL import Image
 
     buf = io.BytesIO()
@@ -98,7 +100,7 @@ def decode_png(data: bytes | memoryview) -> np.ndarray:
     if img.mode in ("I;16", "I;16B", "I"):
         return np.asarray(img).astype(np.uint16) if img.mode != "I" else np.asarray(img)
     if img.mode not in ("RGB", "L"):
-        img = img.convert("RGB")
+        return np.asarray(img.convert("RGB"))
     return np.asarray(img)
 
 

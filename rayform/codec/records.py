@@ -75,7 +75,8 @@ def unpack_array(obj: Any, what: str = "record") -> np.ndarray:
 
 
 def dumps(obj: Any) -> bytes:
-    return msgpack.packb(obj, use_bin_type=True)
+    result: bytes = msgpack.packb(obj, use_bin_type=True)
+    return result
 
 
 def loads(data: bytes | memoryview, what: str = "record") -> Any:

@@ -3,7 +3,10 @@ one that fits. (Making one is the packer's: ``rayform.packer.packing.pack_slice`
 
 from __future__ import annotations
 
+import builtins
 import dataclasses
+from collections.abc import Sequence
+from typing import Any
 
 from rayform import names
 from rayform.errors import Malformed, PackNotFound
@@ -18,7 +21,7 @@ class Packs:
     def __init__(self, store: CachedStore):
         self.store = store
 
-    def list(self, slice_: Slice | str) -> list[Pack]:
+    def list(self, slice_: Slice | str) -> builtins.list[Pack]:
         sid = names.slice_id(slice_ if isinstance(slice_, str) else slice_.id, trusted=True)
         out = []
         for key in self.store.list_refs(f"refs/packs/{sid}"):
@@ -27,7 +30,7 @@ class Packs:
                 continue
             what = f"ref {key} in {self.store.display}"
 
-            def manifest_of(ref: dict, what: str = what) -> str:
+            def manifest_of(ref: dict[str, Any], what: str = what) -> str:
                 return names.digest(mapping(ref, what).get("manifest"), f"{what}: manifest")
 
             digest = self.store.get_ref(key, parse=manifest_of)
@@ -45,16 +48,16 @@ class Packs:
                 return pack
         raise PackNotFound(f"{sid}: no pack at {spec.fps} fps with these parameters. Run: rayform pack {sid} --fps {spec.fps}")
 
-    def find(self, slice_: Slice | str, fps: float, streams: list[str] = (), horizon: int = 0) -> Pack:
+    def find(self, slice_: Slice | str, fps: float, streams: Sequence[str] = (), horizon: int = 0) -> Pack:
         """A pack at ``fps`` holding ``streams`` with a horizon of at least ``horizon``."""
         sid = slice_ if isinstance(slice_, str) else slice_.id
         fitting = [
             p for p in self.list(sid)
-            if float(p.fps) == float(fps) and set(streams) <= set(p.spec.streams) and p.spec.max_horizon >= horizon
+            if float(p.fps) == float(fps) and set(streams) <= set(p.spec.streams or ()) and p.spec.max_horizon >= horizon
         ]
         if not fitting:
             raise PackNotFound(
                 f"{sid}: no pack at {fps} fps with {', '.join(streams) or 'these streams'} and horizon ≥ {horizon}. "
                 f"Run: rayform pack {sid} --fps {fps:g}"
             )
-        return min(fitting, key=lambda p: (len(p.spec.streams), p.spec.max_horizon, p.digest))
+        return min(fitting, key=lambda p: (len(p.spec.streams or ()), p.spec.max_horizon, p.digest))

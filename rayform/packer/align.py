@@ -69,7 +69,8 @@ def array_ok(ts: np.ndarray, t: np.ndarray, tolerance_ns: int) -> np.ndarray:
     """Whether each instant lies inside the recording with no gap wider than 2×tolerance."""
     inside = (t >= ts[0]) & (t <= ts[-1])
     lo, hi, _ = bracket(ts, t)
-    return inside & ((ts[hi] - ts[lo]) <= 2 * tolerance_ns)
+    result: np.ndarray = inside & ((ts[hi] - ts[lo]) <= 2 * tolerance_ns)
+    return result
 
 
 def interpolate(ts: np.ndarray, values: np.ndarray, t: np.ndarray, kind: str = "array") -> np.ndarray:
@@ -85,7 +86,8 @@ def interpolate(ts: np.ndarray, values: np.ndarray, t: np.ndarray, kind: str = "
         out[:, 3:] = slerp(values[lo, 3:], values[hi, 3:], w)
         return out.astype(values.dtype, copy=False)
     out = values[lo].astype(np.float64) * (1 - wb) + values[hi].astype(np.float64) * wb
-    return out.astype(values.dtype, copy=False)
+    result: np.ndarray = out.astype(values.dtype, copy=False)
+    return result
 
 
 def slerp(q0: np.ndarray, q1: np.ndarray, w: np.ndarray) -> np.ndarray:
@@ -103,7 +105,8 @@ def slerp(q0: np.ndarray, q1: np.ndarray, w: np.ndarray) -> np.ndarray:
     a = np.where(near, 1 - w, np.sin((1 - w) * theta) / safe)
     b = np.where(near, w, np.sin(w * theta) / safe)
     out = a * q0 + b * q1
-    return out / np.linalg.norm(out, axis=1, keepdims=True)
+    result: np.ndarray = out / np.linalg.norm(out, axis=1, keepdims=True)
+    return result
 
 
 def future_window(

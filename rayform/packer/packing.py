@@ -9,6 +9,7 @@ written only here, so the shard bytes never depend on how many processes rendere
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import multiprocessing
 import os
@@ -43,6 +44,7 @@ from rayform.packer.render import member_format, render_task
 from rayform.packer.shards import ShardFile, ShardWriter
 from rayform.recordings.segments import Segment
 from rayform.recordings.slices import Slice
+from rayform.store.cached import CachedStore
 from rayform.store.files import exit_with, scratch_dir, sweep_scratch
 
 log = logging.getLogger("rayform.pack")
@@ -132,7 +134,7 @@ class StoredShards:
     """Finished shards moved into the store in order, and what the pack manifest says of them:
     the shard list, the offset index blob and the chunk digests blob."""
 
-    def __init__(self, store) -> None:
+    def __init__(self, store: CachedStore) -> None:
         self.store = store
         self.shards: list[dict[str, Any]] = []
         self._rows: list[np.ndarray] = []
@@ -160,7 +162,7 @@ def _rendered(
     tasks: list[tuple[SegmentPlan, Task]],
     executor: Executor | None,
     workers: int | None,
-) -> Iterator[list]:
+) -> Iterator[list[tuple[str, dict[str, bytes]]]]:
     """Each task's samples, in task order, rendered on the executor with a bounded window."""
     args = [(slice_.store_ref, plan.segment_id, slice_.id, spec, schema, plan.end_ns, task) for plan, task in tasks]
     if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
@@ -171,16 +173,14 @@ def _rendered(
             yield render_task(*a)
         return
     own = executor is None
-    if own:
-        # each worker ends itself once this process is gone: a killed pack leaves no pool behind
-        executor = ProcessPoolExecutor(workers, mp_context=_pool_context(), initializer=exit_with,
-                                       initargs=(os.getpid(),))
-    window = 2 * (getattr(executor, "_max_workers", None) or workers)
-    pending: deque[Future] = deque()
+    # each worker ends itself once this process is gone: a killed pack leaves no pool behind
+    pool = executor or ProcessPoolExecutor(workers, mp_context=_pool_context(),
+                                           initializer=functools.partial(exit_with, os.getpid()))
+    window = 2 * (getattr(pool, "_max_workers", None) or workers)
+    pending: deque[Future[list[tuple[str, dict[str, bytes]]]]] = deque()
     try:
-        it = iter(args)
-        for a in it:
-            pending.append(executor.submit(render_task, *a))
+        for a in args:
+            pending.append(pool.submit(render_task, *a))
             if len(pending) >= window:
                 yield pending.popleft().result()
         while pending:
@@ -189,10 +189,10 @@ def _rendered(
         for f in pending:
             f.cancel()
         if own:
-            executor.shutdown(wait=True, cancel_futures=True)
+            pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _sweep(store) -> None:
+def _sweep(store: CachedStore) -> None:
     """What killed packs left: temporaries in a local store and in the cache, scratch dirs."""
     store.sweep_temporaries()
     if store.cache is not None:
@@ -200,7 +200,7 @@ def _sweep(store) -> None:
     sweep_scratch(SCRATCH)
 
 
-def _pool_context():
+def _pool_context() -> multiprocessing.context.BaseContext:
     # fork does not re-import the caller's script (spawn and forkserver run an unguarded
     # one again in every worker), but it is unsafe once the parent has threads (s3fs's
     # event loop, say): then forkserver.
@@ -212,7 +212,7 @@ def _pool_context():
 def _schema(segments: list[Segment], spec: PackSpec) -> dict[str, StreamSchema]:
     first = segments[0]
     out = {}
-    for name in spec.streams:
+    for name in spec.streams or ():
         info = first.streams[name]
         for seg in segments[1:]:
             other = seg.streams[name]
@@ -225,7 +225,7 @@ def _schema(segments: list[Segment], spec: PackSpec) -> dict[str, StreamSchema]:
                 )
         member = name.replace("/", ".")
         if info.is_image:
-            fmt = member_format(info.encoding, info.dtype, spec)
+            fmt = member_format(info.encoding or "raw", info.dtype, spec)
             shape = info.shape if not spec.resize else tuple(spec.resize) + tuple(info.shape[2:])
             out[name] = StreamSchema(name, "image", f"{member}.{fmt}", info.dtype, shape)
         else:

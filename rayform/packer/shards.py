@@ -8,10 +8,12 @@ data starts, so a reader can take a sample out of a shard by offset, with no tar
 
 from __future__ import annotations
 
+import builtins
 import hashlib
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -73,7 +75,7 @@ class ShardFile:
     bytes: int
     samples: int
     index: np.ndarray  # (samples, 2 + 2*members): sample start, end, then (offset, size) per member
-    chunks: bytes  # sha256 of each chunk of the shard, 32 bytes each
+    chunks: builtins.bytes  # sha256 of each chunk of the shard, 32 bytes each
 
 
 class ShardWriter:
@@ -85,7 +87,7 @@ class ShardWriter:
         self.target_bytes = target_bytes
         self.members = sorted(members)  # TarWriter writes a sample's members in sorted order
         self._n = 0
-        self._tar = None
+        self._tar: Any = None  # webdataset's TarWriter of the open shard
         self._file: _HashingFile | None = None
         self._rows: list[list[int]] = []
 
@@ -132,9 +134,11 @@ class ShardWriter:
 
     def _close(self) -> ShardFile:
         self._tar.close()
-        self._file.close()
-        shard = ShardFile(self._path, self._file.sha256.hexdigest(), self._file.size, len(self._rows),
-                          np.asarray(self._rows, np.int64), self._file.chunk_digests())
+        f = self._file
+        assert f is not None
+        f.close()
+        shard = ShardFile(self._path, f.sha256.hexdigest(), f.size, len(self._rows),
+                          np.asarray(self._rows, np.int64), f.chunk_digests())
         self._tar = self._file = None
         return shard
 

@@ -40,14 +40,16 @@ class Permutation:
         x ^= x >> np.uint64(29)
         x *= _M2
         x ^= x >> np.uint64(32)
-        return x & self.mask
+        result: np.ndarray = x & self.mask
+        return result
 
     def _feistel(self, x: np.ndarray) -> np.ndarray:
         h = np.uint64(self.half)
         left, right = x >> h, x & self.mask
         for key in self.keys:
             left, right = right, left ^ self._round(right, key)
-        return (left << h) | right
+        result: np.ndarray = (left << h) | right
+        return result
 
     def __call__(self, index: np.ndarray | int) -> np.ndarray:
         i = np.asarray(index, dtype=np.int64)

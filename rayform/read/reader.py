@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import mmap
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -108,13 +108,13 @@ class PackReader:
         span = self.pack.chunks_of(shard)
         return chunks[32 * span.start : 32 * span.stop]
 
-    def rows(self, ids: np.ndarray) -> np.ndarray:
+    def rows(self, ids: Sequence[int] | np.ndarray) -> np.ndarray:
         """Index rows of samples ``ids``, each checked to lie inside its shard (the index is
         untrusted: a row pointing past its shard is refused before a byte is read)."""
-        ids = np.asarray(ids, np.int64)
-        if len(ids) and (ids.min() < 0 or ids.max() >= self.pack.samples):
+        wanted = np.asarray(ids, np.int64)
+        if len(wanted) and (wanted.min() < 0 or wanted.max() >= self.pack.samples):
             raise IndexError(f"{self.pack.slice_id}: sample ids outside 0..{self.pack.samples - 1}")
-        rows = np.asarray(self.index[ids])
+        rows = np.asarray(self.index[wanted])
         _check_rows(rows, self.pack.shard_bytes, self.pack.index_columns, f"index of {self.pack.slice_id}")
         return rows
 
@@ -137,11 +137,11 @@ class PackReader:
             self._maps[shard] = m
         return m
 
-    def raw(self, i: int) -> tuple[str, dict[str, memoryview]]:
+    def raw(self, i: int) -> tuple[str, dict[str, Any]]:
         """Sample ``i``'s key and its members as zero-copy views into the shard."""
         return self.raw_many([i])[0]
 
-    def raw_many(self, ids) -> list[tuple[str, dict[str, memoryview]]]:
+    def raw_many(self, ids: Sequence[int] | np.ndarray) -> list[tuple[str, dict[str, Any]]]:
         """``raw`` for many samples, reading their index rows in one go."""
         rows = self.rows(ids).tolist()
         out = []
@@ -151,7 +151,7 @@ class PackReader:
             out.append((f"{self.pack.slice_id}#{i}", members))
         return out
 
-    def stream_many(self, shard: ArrivingShard, ids: range) -> Iterator[tuple[str, dict[str, memoryview]]]:
+    def stream_many(self, shard: ArrivingShard, ids: range) -> Iterator[tuple[str, dict[str, Any]]]:
         """``raw_many`` for consecutive samples ``ids`` of one shard, cut from ``shard`` as it
         arrives: each sample's bytes are read once, its members are views into them, and the
         bytes before the first sample are read past (the caller reads the rest, to verify)."""

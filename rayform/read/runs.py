@@ -64,6 +64,7 @@ def run_samples(runs: list[Run], pack: Pack, store: CachedStore, reader: PackRea
         if stream is not None and not stream.verified_chunks:
             stream.finish()  # a pack without chunk digests: the whole shard is verified first
             stream = None
+        samples: Iterable[tuple[str, dict[str, Any]]]
         if stream is None:
             samples = reader.raw_many(ids)
         else:

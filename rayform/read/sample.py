@@ -18,11 +18,12 @@ each array in obs   as recorded       float32   poses in the requested ``frame``
 from __future__ import annotations
 
 import numbers
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from numpy.typing import DTypeLike
 
 from rayform.codec import imagecodec, records
 from rayform.errors import InvalidInput, Malformed, StreamNotFound
@@ -41,7 +42,7 @@ class SampleSpec:
     stream, or ``<stream>_delta``) ``horizon`` steps long, the pack's rate ``fps``, and the
     ``frame`` poses are re-expressed in (None: as recorded). Checked when made."""
 
-    obs: tuple[str, ...]
+    obs: Sequence[str]  # one name, or several: kept as a tuple
     action: str | None = None
     fps: float = 15
     horizon: int = 16
@@ -200,7 +201,7 @@ def decode_image(data: Any, fmt: str, out: np.ndarray | None = None, shape: tupl
     return out
 
 
-def _put(into: Mapping[str, np.ndarray], key: str, value: np.ndarray, dtype) -> np.ndarray:
+def _put(into: Mapping[str, np.ndarray], key: str, value: np.ndarray, dtype: DTypeLike) -> np.ndarray:
     slot = into.get(key)
     if slot is None:
         return np.array(value, dtype=dtype)  # a copy: never a view into the shard's bytes
@@ -211,4 +212,5 @@ def _put(into: Mapping[str, np.ndarray], key: str, value: np.ndarray, dtype) -> 
 def _chw(image: np.ndarray) -> np.ndarray:
     if image.ndim == 2:
         return image[None]
-    return image.transpose(2, 0, 1)  # a view: the batch copy is where channels move
+    result: np.ndarray = image.transpose(2, 0, 1)  # a view: the batch copy is where channels move
+    return result

@@ -7,11 +7,13 @@ makes a new version, and old versions stay readable (their blobs are never delet
 
 from __future__ import annotations
 
+import builtins
+import functools
 import hashlib
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -24,8 +26,8 @@ from rayform.errors import (
     SegmentNotFound,
     StreamNotFound,
 )
+from rayform.frames import FRAMES
 from rayform.recordings.streams import (
-    FRAMES,
     ArrayStream,
     ImageStream,
     PoseStream,
@@ -39,6 +41,8 @@ from rayform.untrusted import array_list, mapping, string
 
 SEGMENT_FORMAT = "rayform.segment/1"
 IMAGE_CHUNK_BYTES = 16 << 20  # frames are stored in blobs of about this size
+
+T = TypeVar("T")
 
 
 def check_site(site: str) -> str:
@@ -70,7 +74,7 @@ class Segment:
         self.id: str = names.segment_id(manifest.get("id"), f"{what}: id")
         self.site: str = names.site(manifest.get("site"), f"{what}: site", trusted=False)
         self.name: str = string(manifest, "name", what)
-        self.meta: dict = dict(mapping(manifest.get("meta", {}), f"{what}: meta"))
+        self.meta: dict[str, Any] = dict(mapping(manifest.get("meta", {}), f"{what}: meta"))
         self.streams: dict[str, StreamInfo] = {
             n: StreamInfo.from_manifest(n, s, what) for n, s in mapping(manifest.get("streams"), what).items()
         }
@@ -130,7 +134,10 @@ class Segment:
         if info.encoding == "raw":
             blob, first = self._chunk_of(info, index)
             n = dict(info.data)[blob]
-            return self._checked(self._npy(blob), (n, *info.shape), info.dtype, f"stream {name}")[index - first]
+            result: np.ndarray = self._checked(self._npy(blob), (n, *info.shape), info.dtype, f"stream {name}")[index - first]
+            return result
+        if info.encoding is None:
+            raise InvalidInput(f"{self.id}: stream {name!r} holds array values, not frames")
         return imagecodec.decode(self.frame_bytes(name, index), info.encoding, expect=info.shape[:2],
                                  what=f"{self.id} stream {name} frame {index}")
 
@@ -142,15 +149,18 @@ class Segment:
 
     # Blobs are content-addressed, so caching them by hash can never serve stale bytes.
     def _raw(self, digest: str) -> bytes:
-        return self._cached(digest, lambda b: b)
+        result: bytes = self._cached(digest, lambda b: b)
+        return result
 
     def _npy(self, digest: str) -> np.ndarray:
-        return self._cached("npy:" + digest, lambda b: records.from_npy(b, f"blob {digest[:16]}"), digest)
+        result: np.ndarray = self._cached("npy:" + digest, lambda b: records.from_npy(b, f"blob {digest[:16]}"), digest)
+        return result
 
-    def _cached(self, key: str, parse, digest: str | None = None):
+    def _cached(self, key: str, parse: Callable[[bytes], T], digest: str | None = None) -> T:
         if key in self._blobs:
             self._blobs.move_to_end(key)
-            return self._blobs[key]
+            cached: T = self._blobs[key]
+            return cached
         value = parse(self.store.get_blob(digest or key))
         self._blobs[key] = value
         while len(self._blobs) > 8:
@@ -240,7 +250,8 @@ class Segments:
 
     def versions(self, segment_id: str) -> list[str]:
         """All versions of a segment, oldest first."""
-        return self._ref(segment_id)["versions"]
+        result: list[str] = self._ref(segment_id)["versions"]
+        return result
 
     def list(self, site: str | None = None) -> list[SegmentRef]:
         """The latest version of every segment, at one site or at all of them."""
@@ -249,21 +260,22 @@ class Segments:
         for key in self.store.list_refs(prefix):
             parts = key.split("/")
             if len(parts) == 4 and names.SEGMENT_ID.fullmatch(parts[3].removesuffix(".json")):
-                ref = self.store.get_ref(key, parse=lambda r, key=key: self._parse_ref(r, key))
+                ref = self.store.get_ref(key, parse=functools.partial(self._parse_ref, key=key))
                 out.append(SegmentRef(ref["id"], ref["versions"][-1], ref["site"], ref["name"]))
         return sorted(out, key=lambda r: (r.site, r.name))
 
-    def sites(self) -> list[str]:
+    def sites(self) -> builtins.list[str]:
         return sorted({r.site for r in self.list()})
 
     # -- internals ---------------------------------------------------------------------
-    def _ref(self, segment_id: str) -> dict:
+    def _ref(self, segment_id: str) -> dict[str, Any]:
         for key in self.store.list_refs("refs/segments"):
             if key.endswith(f"/{segment_id}.json"):
-                return self.store.get_ref(key, parse=lambda r: self._parse_ref(r, key))
+                result: dict[str, Any] = self.store.get_ref(key, parse=functools.partial(self._parse_ref, key=key))
+                return result
         raise SegmentNotFound(f"{segment_id}: no such segment in {self.store.display}")
 
-    def _parse_ref(self, ref: Any, key: str) -> dict:
+    def _parse_ref(self, ref: Any, key: str) -> dict[str, Any]:
         """A segment ref, checked: its id matches its key, its versions are digests."""
         what = f"ref {key} in {self.store.display}"
         mapping(ref, what)

@@ -6,9 +6,10 @@ where another slice already holds that prefix (as git abbreviates commits).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import functools
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any
 
 from rayform import names
 from rayform.errors import (
@@ -40,7 +41,7 @@ class SliceSegment:
                 "start_ns": self.start_ns, "end_ns": self.end_ns}
 
 
-SegmentSelector = Union[SegmentRef, SliceSegment, str, Mapping[str, Any]]
+SegmentSelector = SegmentRef | SliceSegment | str | Mapping[str, Any]
 
 
 class Slice:
@@ -67,7 +68,7 @@ class Slice:
     def __hash__(self) -> int:
         return hash(self.digest)
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Callable[..., Slice], tuple[StoreRef, str, str, dict[str, Any]]]:
         return (_rebuild_slice, (self._store_ref, self.id, self.digest, self.manifest()))
 
     @property
@@ -103,7 +104,7 @@ def _slice_segment(doc: Any, what: str) -> SliceSegment:
     )
 
 
-def _rebuild_slice(store_ref: StoreRef, id: str, digest: str, manifest: dict) -> Slice:
+def _rebuild_slice(store_ref: StoreRef, id: str, digest: str, manifest: dict[str, Any]) -> Slice:
     return Slice(store_ref, id, digest, manifest)
 
 
@@ -200,7 +201,7 @@ class Slices:
             key = f"refs/slices/{slice_id}.json"
             what = f"ref of {slice_id} in {self.store.display}"
             try:
-                existing = self.store.get_ref(key, parse=lambda r, sid=slice_id, what=what: _ref_manifest(r, sid, what))
+                existing = self.store.get_ref(key, parse=functools.partial(_ref_manifest, slice_id=slice_id, what=what))
             except NotFound:
                 self.store.put_ref(key, {"id": slice_id, "manifest": digest})
                 return slice_id

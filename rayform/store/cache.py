@@ -110,7 +110,7 @@ class ShardCache:
         if not top.is_dir():
             return iter(())
         found = []
-        for directory, dirs, files in os.walk(top, followlinks=False):
+        for directory, _, files in os.walk(top, followlinks=False):
             for name in files:
                 key = str((Path(directory) / name).relative_to(base))
                 if name.endswith(".json") and names.is_key(key):
@@ -143,7 +143,8 @@ class CacheWriter:
 
     def __init__(self, cache: ShardCache, digest: str):
         self.path, self.digest, self.bytes = cache.blob_path(digest), digest, 0
-        fd, self._tmp = _usable(cache.root, lambda: open_temporary(self.path.parent))
+        fd, tmp = _usable(cache.root, lambda: open_temporary(self.path.parent))
+        self._tmp: str | None = tmp
         self._out = os.fdopen(fd, "wb")
         self._hash = hashlib.sha256()
 
@@ -161,6 +162,7 @@ class CacheWriter:
             raise IntegrityError(
                 f"{what}: its {self.bytes} bytes hash to {actual[:16]}. The store's copy is corrupt; it was not cached"
             )
+        assert self._tmp is not None, "committed twice"
         publish(self._tmp, self.path)
         self._tmp = None
         mark_verified(self.path)

@@ -211,7 +211,8 @@ class CachedStore:
         if self.offline:
             cached = self.cache.get_ref(self.id, key)
             if cached is None:
-                self._reach(name, name if key.startswith("refs/slices/") else "<slice>")
+                raise self.offline_error(name, f"not in the cache {self.cache.root}",
+                                         name if key.startswith("refs/slices/") else "<slice>")
             return parse(cached) if parse is not None else cached
         data = self.backend.get_ref_bytes(key)
         parsed = self.backend.parse_ref(key, data, parse)  # a ref that does not parse never reaches the cache

@@ -61,7 +61,7 @@ class Retry:
             raise InvalidInput(f"Retry timeout_s {self.timeout_s!r}: must be > 0")
 
     def delay(self, attempt: int) -> float:
-        return min(self.max_backoff_s, self.backoff_s * (2**attempt))
+        return float(min(self.max_backoff_s, self.backoff_s * (2**attempt)))
 
 
 class ShardStream:
@@ -132,6 +132,7 @@ class ShardStream:
 
     def _checked(self, chunk: bytes) -> bytes:
         """``chunk`` (the next one of the shard) if it matches the pack's digest; else an IntegrityError."""
+        assert self.chunks is not None
         k, need = self._verified // self.chunk_bytes, self._next_chunk_size()
         if len(chunk) != need or hashlib.sha256(chunk).digest() != self.chunks[32 * k : 32 * k + 32]:
             raise IntegrityError(
@@ -145,7 +146,9 @@ class ShardStream:
     def _fetch(self) -> None:
         """Read the shard into the cache and the queue; the last item is None (whole and
         verified, now in the cache) or the error that ended it."""
-        src, attempt, last = None, 0, None
+        src: objectread.SequentialRead | None = None
+        attempt = 0
+        last: _Verdict | BaseException | None = None
         try:
             while not self._stop.is_set():
                 try:
@@ -163,7 +166,8 @@ class ShardStream:
                     raise BlobNotFound(f"{self.what}: not in {self.origin}") from e
                 except Exception as e:  # a connection dropped, a 5xx: resume at the byte where it stopped
                     self.failures += 1
-                    src = _close_quietly(src)
+                    _close_quietly(src)
+                    src = None
                     if attempt >= self.retry.attempts:
                         raise StoreError(
                             f"{self.what} from {self.origin}: reading failed at byte "
@@ -200,7 +204,7 @@ class ShardStream:
 
     # -- the reader ------------------------------------------------------------------------
     def read(self, n: int = -1) -> bytes:
-        if self.from_cache:
+        if self._file is not None:
             data = self._file.read(n)
             self.pos += len(data)
             return data
@@ -214,7 +218,7 @@ class ShardStream:
                 self._done = True
                 if isinstance(item, _Verdict):
                     self._verdict = item.error  # every byte was handed over: raised by finish()
-                elif item is not None:
+                elif isinstance(item, BaseException):
                     raise item
                 break
             take = len(self._buf) - self._off if n < 0 else min(n, len(self._buf) - self._off)
@@ -258,6 +262,5 @@ def _close_quietly(src: objectread.SequentialRead | None) -> None:
     if src is not None:
         try:
             src.close()
-        except Exception:
+        except Exception:  # closing a broken connection: what failed is reported already
             pass
-    return None

@@ -57,7 +57,7 @@ def _stamp(path: Path) -> tuple[int, int, int]:
     return st.st_ino, st.st_size, st.st_mtime_ns
 
 
-def hash_file(path: str | os.PathLike) -> str:
+def hash_file(path: str | os.PathLike[str]) -> str:
     with open(path, "rb") as f:
         size = os.fstat(f.fileno()).st_size
         if size == 0:
@@ -85,26 +85,26 @@ def mark_verified(path: Path) -> None:
     _VERIFIED[str(path)] = _stamp(path)
 
 
-def unlink_if_present(path: str | os.PathLike) -> None:
+def unlink_if_present(path: str | os.PathLike[str]) -> None:
     try:
         os.unlink(path)
     except FileNotFoundError:
         pass
 
 
-def open_temporary(directory: str | os.PathLike) -> tuple[int, str]:
+def open_temporary(directory: str | os.PathLike[str]) -> tuple[int, str]:
     """``(fd, path)`` of a new temporary file in ``directory`` (made if absent)."""
     os.makedirs(directory, exist_ok=True)
     return tempfile.mkstemp(dir=directory, prefix=temp_prefix())
 
 
-def publish(tmp: str, path: str | os.PathLike) -> None:
+def publish(tmp: str, path: str | os.PathLike[str]) -> None:
     """Rename a finished temporary into place, readable by every user of a shared store."""
     os.chmod(tmp, 0o644)  # mkstemp's 0600 would hide a shared store from other users
     os.replace(tmp, path)
 
 
-def write_atomic(path: str | os.PathLike, data: bytes | memoryview) -> None:
+def write_atomic(path: str | os.PathLike[str], data: bytes | memoryview) -> None:
     fd, tmp = open_temporary(os.path.dirname(path))
     try:
         with os.fdopen(fd, "wb") as f:
@@ -115,7 +115,7 @@ def write_atomic(path: str | os.PathLike, data: bytes | memoryview) -> None:
         raise
 
 
-def copy_atomic(src: str | os.PathLike, path: str | os.PathLike) -> None:
+def copy_atomic(src: str | os.PathLike[str], path: str | os.PathLike[str]) -> None:
     fd, tmp = open_temporary(os.path.dirname(path))
     try:
         with os.fdopen(fd, "wb") as fo, open(src, "rb") as fi:
@@ -148,10 +148,10 @@ def is_stale(name: str, mtime: float, now: float | None = None, older_than: floa
     return m.group(1) == _host() and int(m.group(2)) != os.getpid() and not _alive(int(m.group(2)))
 
 
-def sweep_temporaries(root: str | os.PathLike, older_than: float = STALE_TEMP_SECONDS) -> int:
+def sweep_temporaries(root: str | os.PathLike[str], older_than: float = STALE_TEMP_SECONDS) -> int:
     """Delete stale temporaries below ``root`` (see :func:`is_stale`); returns how many."""
     now, n = time.time(), 0
-    for directory, dirs, names in os.walk(root, followlinks=False):
+    for directory, dirs, names in os.walk(os.fspath(root), followlinks=False):
         dirs[:] = [d for d in dirs if not d.startswith(TEMP_PREFIX)]
         for name in names:
             if not name.startswith(TEMP_PREFIX):
@@ -167,18 +167,18 @@ def sweep_temporaries(root: str | os.PathLike, older_than: float = STALE_TEMP_SE
     return n
 
 
-def scratch_dir(parent: str | os.PathLike) -> str:
+def scratch_dir(parent: str | os.PathLike[str]) -> str:
     """A new private directory for one process's work files, swept by :func:`sweep_scratch`
     once that process is gone."""
     os.makedirs(parent, exist_ok=True)
     return tempfile.mkdtemp(dir=parent, prefix=temp_prefix())
 
 
-def sweep_scratch(parent: str | os.PathLike, older_than: float = STALE_TEMP_SECONDS) -> int:
+def sweep_scratch(parent: str | os.PathLike[str], older_than: float = STALE_TEMP_SECONDS) -> int:
     """Delete the stale scratch directories in ``parent`` (see :func:`is_stale`); returns how many."""
     n = 0
     try:
-        entries = list(os.scandir(parent))
+        entries = list(os.scandir(os.fspath(parent)))
     except FileNotFoundError:
         return 0
     for entry in entries:

@@ -97,7 +97,7 @@ class HttpGet:
         if self._response is None:
             return b""
         expected = self._response.length  # what Content-Length says is still to come
-        data = self._response.read() if n < 0 else self._response.read(n)
+        data: bytes = self._response.read() if n < 0 else self._response.read(n)
         if expected is not None and len(data) < (expected if n < 0 else min(n, expected)):
             # http.client returns a short read, not an error, when the connection drops mid-body:
             # hand over what came (the caller resumes after it), fail on the next read.

@@ -112,7 +112,7 @@ class Store:
             self._write_atomic(path, bytes(data))
         return digest
 
-    def put_blob_file(self, local_path: str | os.PathLike, digest: str | None = None) -> str:
+    def put_blob_file(self, local_path: str | os.PathLike[str], digest: str | None = None) -> str:
         """Store a local file as a blob, streamed, hashing it unless ``digest`` is given."""
         digest = digest or hash_file(Path(local_path))
         path = self.blob_path(digest)
@@ -138,7 +138,8 @@ class Store:
     def open_blob(self, digest: str) -> IO[bytes]:
         """A raw stream of a blob, NOT verified: the caller hashes what it reads."""
         try:
-            return self._wrap_read(self.fs.open, self.blob_path(digest), "rb", CHUNK)
+            stream: IO[bytes] = self._wrap_read(self.fs.open, self.blob_path(digest), "rb", CHUNK)
+            return stream
         except FileNotFoundError as e:
             raise BlobNotFound(f"blob {digest[:16]}: not in {self.display}") from e
 
@@ -220,13 +221,13 @@ class Store:
 
     def _exists_for_write(self, path: str) -> bool:
         try:
-            return self.fs.exists(path)
+            return bool(self.fs.exists(path))
         except Exception as e:
             raise _store_error(self.display, "cannot reach the store", e) from e
 
     def _read(self, path: str, what: str) -> bytes:
         try:
-            return self.fs.cat_file(path)
+            return bytes(self.fs.cat_file(path))
         except FileNotFoundError as e:
             cls = BlobNotFound if path.startswith(f"{self.root}/blobs/") else NotFound
             raise cls(f"{what[:40]}: not in {self.display}") from e
@@ -273,9 +274,10 @@ class Store:
             raise _store_error(self.display, "write failed", e) from e
 
 
-def _filesystem(url: str, storage_options: dict) -> tuple[Any, str]:
+def _filesystem(url: str, storage_options: dict[str, Any]) -> tuple[Any, str]:
     try:
-        return fsspec.core.url_to_fs(url, **storage_options)
+        fs, root = fsspec.core.url_to_fs(url, **storage_options)
+        return fs, str(root)
     except ImportError as e:
         raise InvalidInput(f"store {redact(url)}: its filesystem is not installed ({e}). "
                            "For s3:// run: pip install 'rayform[s3]'") from None

@@ -16,6 +16,7 @@ the default path pays for it twice (decode, then stack into shared memory per ke
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -56,7 +57,7 @@ class BatchBuffer:
         return t
 
 
-class Sample(dict):
+class Sample(dict[str, Any]):
     """A sample dict that remembers which batch buffer row holds its values."""
 
     __slots__ = ("batch", "row")
@@ -66,7 +67,7 @@ class Sample(dict):
         self.batch = batch
         self.row = row
 
-    def __reduce__(self):  # crosses a process boundary as a plain dict
+    def __reduce__(self) -> tuple[type[dict[str, Any]], tuple[dict[str, Any]]]:  # crosses a process boundary as a plain dict
         return (dict, (dict(self),))
 
 
@@ -74,25 +75,30 @@ def _allocate(nbytes: int, shared: bool) -> torch.Tensor:
     if not shared:
         return torch.empty(nbytes, dtype=torch.uint8)
     # The default collate's own way to make a tensor that crosses to the main process by fd.
-    storage = torch.empty(0, dtype=torch.uint8)._typed_storage()._new_shared(nbytes, device="cpu")
+    storage = torch.empty(0, dtype=torch.uint8)._typed_storage()._new_shared(nbytes, device="cpu")  # type: ignore[no-untyped-call]
     return torch.empty(0, dtype=torch.uint8).new(storage)
 
 
-def _untouched(batch: list[Sample], key: str, buf: BatchBuffer) -> bool:
+def _untouched(batch: Sequence[dict[str, Any]], key: str, buf: BatchBuffer) -> bool:
     rows = buf.tensors[key]
     for j, s in enumerate(batch):
         v = s.get(key)
-        if s.batch is not buf or s.row != j or not isinstance(v, torch.Tensor) or v.data_ptr() != rows[j].data_ptr():
+        if not isinstance(s, Sample) or s.batch is not buf or s.row != j:
+            return False
+        if not isinstance(v, torch.Tensor) or v.data_ptr() != rows[j].data_ptr():
             return False
     return True
 
 
-def collate_samples(batch: list[Sample], *, collate_fn_map=None) -> dict[str, Any]:
-    buf = batch[0].batch
+CollateMap = dict[type | tuple[type, ...], Callable[..., Any]]
+
+
+def collate_samples(batch: Sequence[dict[str, Any]], *, collate_fn_map: CollateMap | None = None) -> dict[str, Any]:
+    buf = batch[0].batch if isinstance(batch[0], Sample) else None  # a transform may return a plain dict
     whole = buf is not None and len(batch) == buf.size
     out: dict[str, Any] = {}
     for key in batch[0]:
-        if whole and key in buf.tensors and _untouched(batch, key, buf):
+        if whole and buf is not None and key in buf.tensors and _untouched(batch, key, buf):
             out[key] = buf.batch_view(key)
         else:
             out[key] = collate([s[key] for s in batch], collate_fn_map=collate_fn_map)
@@ -100,3 +106,5 @@ def collate_samples(batch: list[Sample], *, collate_fn_map=None) -> dict[str, An
 
 
 default_collate_fn_map[Sample] = collate_samples
+
+__all__ = ["BatchBuffer", "Sample", "collate_samples", "default_collate_fn_map"]

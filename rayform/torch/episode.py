@@ -18,7 +18,7 @@ from rayform.torch.packsource import open_samples, sample_spec
 from rayform.torch.tensors import to_torch
 
 
-class EpisodeDataset(Dataset):
+class EpisodeDataset(Dataset[dict[str, Any]]):
     """Time-aligned samples of a slice, served from its pack at ``fps``.
 
     ``obs`` names the streams each sample carries (images as ``(3, H, W) uint8``, arrays as
@@ -61,8 +61,9 @@ class EpisodeDataset(Dataset):
         self.reader = PackReader(slice_.store, self.pack, self.builder.members)
         self.seed = int(seed)
         self.transform = transform
-        self._epoch = torch.zeros(1, dtype=torch.int64).share_memory_()
+        self._epoch = torch.zeros(1, dtype=torch.int64).share_memory_()  # type: ignore[no-untyped-call]
         self._perm: Permutation | None = None
+        self._perm_epoch = -1
 
     def __repr__(self) -> str:
         return (f"EpisodeDataset({self.slice_id}, fps={self.pack.fps:g}, samples={len(self)}, "

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 from torch.utils.data import IterableDataset
 
@@ -27,6 +28,9 @@ from rayform.torch.packsource import open_samples, sample_spec
 from rayform.torch.tensors import to_torch
 from rayform.torch.world import Split, World
 
+# Builds one sample: into the given rows of a batch buffer, or into fresh arrays (None).
+Build = Callable[[Mapping[str, np.ndarray] | None], dict[str, Any]]
+
 
 @dataclass(frozen=True)
 class ShuffleConfig:
@@ -43,7 +47,7 @@ class ShuffleConfig:
                 raise InvalidInput(f"ShuffleConfig {name} {value!r}: a whole number of samples, 0..{1 << 24}")
 
 
-class StreamingEpisodeDataset(IterableDataset):
+class StreamingEpisodeDataset(IterableDataset[dict[str, Any]]):
     """Streams a slice's pack at ``fps`` straight from its store (``s3://``, ``gs://``, local…).
 
     Takes the same sample parameters as :class:`EpisodeDataset` and yields the very same
@@ -121,9 +125,9 @@ class StreamingEpisodeDataset(IterableDataset):
         if not store.offline:
             # The offset index and the chunk digests (small) join the cache here, once: workers
             # then start on their first shard at once, and cached epochs read by offset (offline too).
-            self._pack_reader.index
+            _ = self._pack_reader.index
             self._pack_reader.chunk_digests()
-        self._epoch = torch.zeros(1, dtype=torch.int64).share_memory_()
+        self._epoch = torch.zeros(1, dtype=torch.int64).share_memory_()  # type: ignore[no-untyped-call]
         self._yielded = 0
         self._resume_at = 0
 
@@ -188,17 +192,17 @@ class StreamingEpisodeDataset(IterableDataset):
         self._yielded = self._resume_at
         samples = self._samples()
         if self.batch_size is None:
-            for raw, build in samples:
+            for _, build in samples:
                 yield self._finish(build(None))
         else:
             yield from self._batches(samples)
         self._resume_at = 0
 
-    def _samples(self) -> Iterator[tuple[dict[str, Any], Callable]]:
+    def _samples(self) -> Iterator[tuple[dict[str, Any], Build]]:
         """Each raw sample with a function that builds it (into given rows, or fresh arrays)."""
         shard_of = {s.sha256: i for i, s in enumerate(self.pack.shards)}
         for raw in self.raw_samples():
-            def build(into, raw=raw):
+            def build(into: Mapping[str, np.ndarray] | None, raw: dict[str, Any] = raw) -> dict[str, Any]:
                 try:
                     return self.builder.build(raw, raw["__key__"], into)
                 except IntegrityError as e:  # verified bytes, malformed content: the pack itself is bad
@@ -214,10 +218,10 @@ class StreamingEpisodeDataset(IterableDataset):
         sample = Sample(to_torch(values), buf, row) if buf is not None else to_torch(values)
         return self.transform(sample) if self.transform else sample
 
-    def _batches(self, samples: Iterator[tuple[dict[str, Any], Callable]]) -> Iterator[dict[str, Any]]:
+    def _batches(self, samples: Iterator[tuple[dict[str, Any], Build]]) -> Iterator[dict[str, Any]]:
         layout = self.builder.layout()
         images = {s.name for s in self.builder.images}
-        pending: list[tuple[dict, Callable]] = []
+        pending: list[tuple[dict[str, Any], Build]] = []
         for item in samples:
             pending.append(item)
             if len(pending) == self.batch_size:
@@ -226,7 +230,8 @@ class StreamingEpisodeDataset(IterableDataset):
         if pending:
             yield self._collate(pending, layout, images)
 
-    def _collate(self, items, layout, images) -> dict[str, Any]:
+    def _collate(self, items: list[tuple[dict[str, Any], Build]], layout: list[tuple[str, tuple[int, ...], np.dtype[Any]]],
+                 images: set[str]) -> dict[str, Any]:
         buf = BatchBuffer(layout, len(items), images)
         return collate_samples([self._finish(build(buf.slots(j)), buf, j) for j, (_, build) in enumerate(items)],
                                collate_fn_map=default_collate_fn_map)

@@ -7,9 +7,9 @@ import json
 
 import numpy as np
 import pytest
-from hostile import run_cli, unchanged
 
 import rayform
+from hostile import run_cli, unchanged
 from rayform.errors import IntegrityError
 from rayform.store.cache import ShardCache
 

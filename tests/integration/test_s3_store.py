@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from rayform.converters.demo import DemoConfig, ingest_demo
 
 import rayform
+from rayform.converters.demo import DemoConfig, ingest_demo
 from rayform.verify import pack_blobs, slice_blobs, verify
 
 pytestmark = pytest.mark.s3
