@@ -15,7 +15,7 @@ import numpy as np
 from rayform import names
 from rayform.errors import Malformed
 from rayform.pack import layout
-from rayform.pack.layout import LOWDIM, StreamSchema
+from rayform.pack.layout import StreamSchema
 from rayform.pack.spec import PACK_FORMAT, PackSpec
 from rayform.untrusted import array_list, integer, mapping, parsing
 
@@ -34,9 +34,7 @@ class ShardInfo:
 class Pack:
     """A slice rendered at one :class:`PackSpec`: shards, schema, counts.
 
-    The index blob is an int64 ``(samples, 3 + 2*members)`` array: shard number, sample
-    start and end offsets in that shard, then ``(data offset, size)`` of each member in
-    ``members`` order. Samples are numbered in shard order.
+    ``index_blob`` names the per-sample offset index (its layout: ``rayform.pack.layout``).
 
     ``chunk_blob`` (packs made since chunk hashes exist) names the sha256 of every
     ``chunk_bytes`` of every shard, 32 raw bytes each, shard after shard: a shard arriving
@@ -99,10 +97,6 @@ class Pack:
     @property
     def key(self) -> str:
         return self.spec.key()
-
-    @property
-    def lowdim_member(self) -> str:
-        return LOWDIM
 
     @property
     def index_columns(self) -> int:

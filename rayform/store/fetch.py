@@ -85,7 +85,6 @@ class ShardStream:
         self.digest, self.size, self.what, self.origin, self.retry = digest, size, what, origin, retry
         self.chunks, self.chunk_bytes = chunks, chunk_bytes
         self.pos = self.fetched = 0
-        self.failures = 0  # reads that failed and were resumed
         self.from_cache = local is not None
         self._verdict: IntegrityError | None = None
         self._file: BinaryIO | None = None
@@ -165,7 +164,6 @@ class ShardStream:
                 except FileNotFoundError as e:
                     raise BlobNotFound(f"{self.what}: not in {self.origin}") from e
                 except Exception as e:  # a connection dropped, a 5xx: resume at the byte where it stopped
-                    self.failures += 1
                     _close_quietly(src)
                     src = None
                     if attempt >= self.retry.attempts:

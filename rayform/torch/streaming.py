@@ -54,13 +54,14 @@ class StreamingEpisodeDataset(IterableDataset[dict[str, Any]]):
     sample dicts (one builder makes both). Each epoch (``set_epoch``):
 
     - the shards are put in an order seeded by (seed, epoch), and split into consecutive
-      runs per rank (``torch.distributed`` when initialised, or ``rank``/``world_size``
-      given) and per DataLoader worker, so every sample is read exactly once across all
-      ranks and workers, and every rank yields ``len(self)`` samples: ``equalize="pad"``
-      repeats the first samples of the epoch's order to fill the last ranks, ``"drop"``
-      leaves out the tail;
-    - each reader streams its shards through webdataset's tar iteration and grouping, a
-      shuffle buffer seeded by (seed, epoch, rank, worker), then the sample builder;
+      runs per rank (``torch.distributed`` when initialised, or ``Split(rank, world_size)``)
+      and per DataLoader worker, so every sample is read exactly once across all ranks and
+      workers, and every rank yields ``len(self)`` samples (``Split(equalize=...)``: "pad"
+      repeats the first samples of the epoch's order to fill the last ranks, "drop" leaves
+      out the tail);
+    - each reader cuts its shards' samples by the pack's offset index (no tar parsing), as
+      they arrive or from the cache, through webdataset's shuffle buffer (``ShuffleConfig``,
+      seeded by (seed, epoch, rank, worker)), then the sample builder;
     - what is streamed is written into the shard cache and verified at each shard's end,
       so the next epoch reads from disk (``RAYFORM_OFFLINE=1`` holds here too);
     - a dropped connection or 5xx is retried and resumed at the byte where it stopped.

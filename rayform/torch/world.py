@@ -32,10 +32,6 @@ class World:
         """This reader's number among all ``world_size * workers`` readers."""
         return self.rank * self.workers + self.worker
 
-    @property
-    def readers(self) -> int:
-        return self.world_size * self.workers
-
     @classmethod
     def detect(cls, rank: int | None = None, world_size: int | None = None) -> World:
         if rank is None or world_size is None:
