@@ -84,4 +84,4 @@ def loads(data: bytes | memoryview, what: str = "record") -> Any:
         try:
             return msgpack.unpackb(data, raw=False, strict_map_key=True)
         except msgpack.exceptions.UnpackException as e:  # not every one is a ValueError
-            raise ValueError(str(e)) from None
+            raise Malformed(f"{what}: not a msgpack record ({e})") from None
