@@ -87,8 +87,9 @@ def _wds_decode(sample):
     }
 
 
-def run_loader(loader, epochs: int, set_epoch=None) -> list[tuple[float, float, int]]:
-    """Per epoch: (seconds to first batch, samples/s, samples)."""
+def run_loader(loader, epochs: int, set_epoch=None, episodes: list | None = None) -> list[tuple[float, float, int]]:
+    """Per epoch: (seconds to first batch, samples/s, samples). ``episodes``: gets, per epoch,
+    the episode (segment id) of every sample of every batch, for the mixing measure."""
     out = []
     for epoch in range(epochs):
         if set_epoch:
@@ -96,10 +97,15 @@ def run_loader(loader, epochs: int, set_epoch=None) -> list[tuple[float, float, 
         t0 = time.perf_counter()
         first = None
         n = 0
+        seen: list = []
         for batch in loader:
             if first is None:
                 first = time.perf_counter() - t0
             n += len(batch["t_ns"]) if "t_ns" in batch else len(batch["action"])
+            if episodes is not None:
+                seen.append(list(batch["meta"]["segment"]))
+        if episodes is not None:
+            episodes.append(seen)
         out.append((first, n / (time.perf_counter() - t0), n))
     return out
 

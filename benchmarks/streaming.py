@@ -32,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import loader as bench
 
 import rayform
+from rayform.read.mixing import mixing
 
 
 def start_moto() -> tuple[subprocess.Popen, str]:
@@ -64,6 +65,7 @@ def main() -> None:
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=3, help="cold + cached epoch pairs, each with a new cache")
+    ap.add_argument("--time-order", action="store_true", help="stream a pack in time order, not interleaved")
     args = ap.parse_args()
 
     import boto3
@@ -75,7 +77,8 @@ def main() -> None:
     torch.set_num_threads(1)
     slice_ = bench.build_slice(args.store, args.samples)
     local = rayform.Client(args.store)
-    pack = local.pack(slice_, bench.FPS, max_horizon=16, progress=True)
+    pack = local.pack(slice_, bench.FPS, max_horizon=16, progress=True,
+                      interleave_seed=None if args.time_order else 0)
     paths = bench.shard_paths(local, pack)
     bounds = []
 
@@ -94,8 +97,7 @@ def main() -> None:
         fs = fsspec.filesystem("s3", **options)
         print(f"uploading {len(pack.shards)} shards to {endpoint} ...", file=sys.stderr, flush=True)
         root = Path(local.store.root)
-        packs = (root / "refs" / "packs" / slice_.id).glob("*.json")
-        needed = [f"refs/slices/{slice_.id}.json", *(str(p.relative_to(root)) for p in packs)]
+        needed = [f"refs/slices/{slice_.id}.json", f"refs/packs/{slice_.id}/{pack.key}.json"]
         needed += [local.store.backend.blob_key(d) for d in [slice_.digest, pack.digest, *pack.blobs()]]
         for key in needed:
             fs.put_file(str(root / key), f"bench/store/{key}")
@@ -107,7 +109,7 @@ def main() -> None:
                                args.epochs)
         rows.append(("webdataset pipeline, local shards", res[-1][1], res[0][0]))
 
-        cold, cached, firsts, server_cpu = [], [], [], []
+        cold, cached, firsts, server_cpu, mixes = [], [], [], [], []
         for r in range(args.repeats):  # the bound, a cold and a cached epoch in turn: drift hits all alike
             if r:
                 measure_bound()
@@ -118,7 +120,9 @@ def main() -> None:
                     action="joints/position_delta", fps=bench.FPS, horizon=16, frame="ros", batch_size=64)
                 loader = DataLoader(ds, batch_size=None, num_workers=args.workers, persistent_workers=True)
                 server_before = cpu_seconds(moto.pid)
-                res = bench.run_loader(loader, args.epochs, ds.set_epoch)  # only epoch 1 reaches the server
+                seen: list = []
+                res = bench.run_loader(loader, args.epochs, ds.set_epoch, seen)  # only epoch 1 reaches the server
+                mixes += [mixing(epoch, len(slice_.segments)) for epoch in seen]
                 server_cpu.append(cpu_seconds(moto.pid) - server_before)
                 del loader
             cold.append(res[0][1])
@@ -140,6 +144,11 @@ def main() -> None:
     print(f"\nfirst epoch from S3 / cached epoch: median {median(ratios):.2f} (each pair: "
           f"{', '.join(f'{r:.2f}' for r in ratios)}); the S3 server used a median "
           f"{median(server_cpu):.1f} CPU-s of the same cores in each first epoch")
+    print(f"batches of 64 ({'time order' if args.time_order else 'interleaved'} pack, every epoch): "
+          f"{median([m.mean_distinct for m in mixes]):.1f} distinct episodes, uniform sampling "
+          f"{mixes[0].uniform:.1f}: {median([m.ratio for m in mixes]):.2f}× (epochs: "
+          f"{', '.join(f'{m.ratio:.2f}' for m in mixes)}); lag-1 correlation of episodes "
+          f"{median([m.lag1 for m in mixes]):+.2f}")
     me, kids = bench.peak_rss_mib()
     print(f"peak RSS: main {me:.0f} MiB, largest worker {kids:.0f} MiB")
 

@@ -11,8 +11,8 @@ import pytest
 from rayform import ArrayStream, ImageStream, PackSpec
 from rayform.codec import imagecodec, records
 from rayform.errors import InvalidInput, StreamNotFound
+from rayform.pack.layout import LOWDIM
 from rayform.packer import align
-from rayform.packer.render import LOWDIM
 
 
 def _shard_path(client, pack, i=0):
@@ -89,9 +89,11 @@ def test_each_sample_carries_its_future_window(demo_client):
     pack = client.pack(s, 15, workers=1, progress=False, max_horizon=8)
     seg = s.segment(0)
     ts, q = seg.timestamps("joints/position"), seg.values("joints/position")
-    with tarfile.open(_shard_path(client, pack)) as tf:
-        lows = [records.loads(tf.extractfile(ti).read()) for ti in tf.getmembers() if ti.name.endswith(LOWDIM)]
-    lows = [x for x in lows if x["segment"] == seg.id]
+    lows = []
+    for i in range(len(pack.shards)):  # interleaved: a segment's samples are spread over every shard
+        with tarfile.open(_shard_path(client, pack, i)) as tf:
+            lows += [records.loads(tf.extractfile(ti).read()) for ti in tf.getmembers() if ti.name.endswith(LOWDIM)]
+    lows = sorted((x for x in lows if x["segment"] == seg.id), key=lambda x: x["t_ns"])
     for low in (lows[0], lows[-1]):
         future = records.unpack_array(low["arrays"]["joints/position"]["future"])
         pad = records.unpack_array(low["arrays"]["joints/position"]["pad"])
@@ -152,3 +154,52 @@ def test_packing_again_returns_the_stored_pack(demo_client, monkeypatch):
     monkeypatch.setattr(packing, "_render_pack", lambda *a, **k: pytest.fail("packed twice"))
     assert client.pack(s, 15, workers=1, progress=False).digest == first.digest
     assert client.packs.find(s, 15, ["cam0/rgb"], horizon=16).digest == first.digest
+
+
+def test_the_interleave_seed_is_checked_and_a_pack_without_one_is_in_time_order():
+    for bad in (-1, "0", 1.5, True):
+        with pytest.raises(InvalidInput, match="interleave seed"):
+            PackSpec(fps=10, interleave_seed=bad)
+    assert PackSpec(fps=10).to_manifest()["interleave_seed"] == 0
+    in_time = PackSpec(fps=10, interleave_seed=None).to_manifest()
+    assert "interleave_seed" not in in_time  # as written before interleaving: the same pack key
+    assert PackSpec.from_manifest(in_time).interleave_seed is None
+
+
+def test_an_interleaved_pack_holds_the_same_samples_spread_over_every_shard(demo_client):
+    from rayform.packer.interleave import layout_order
+    from rayform.read.reader import PackReader
+
+    client, s = demo_client
+    mixed = client.pack(s, 15, workers=1, progress=False, shard_bytes=1 << 16)
+    in_time = client.pack(s, 15, workers=1, progress=False, shard_bytes=1 << 16, interleave_seed=None)
+    assert mixed.spec.interleave_seed == 0 and in_time.spec.interleave_seed is None and len(mixed.shards) >= 3
+
+    def samples(pack):
+        reader = PackReader(client.store, pack, pack.members)
+        return [(key, {m: bytes(v) for m, v in raw.items()}) for key, raw in reader.raw_many(range(pack.samples))]
+
+    a, b = samples(mixed), samples(in_time)
+    order = layout_order(in_time.samples, 0)
+    assert [raw for _, raw in a] != [raw for _, raw in b]
+    # the same samples, byte for byte, each at the position the permutation gives it
+    assert [raw for _, raw in a] == [b[i][1] for i in order]
+    # interleaved, (nearly) every shard holds samples of both segments; in time order one shard at most
+
+    def both(pack):
+        reader, first, n = PackReader(client.store, pack, pack.members), 0, 0
+        for shard in pack.shards:
+            lows = [records.loads(raw[LOWDIM]) for _, raw in reader.raw_many(range(first, first + shard.samples))]
+            n += len({low["segment"] for low in lows}) == 2
+            first += shard.samples
+        return n
+
+    assert both(mixed) >= len(mixed.shards) - 1 and both(in_time) <= 1
+
+
+def test_the_datasets_choose_the_interleaved_pack(demo_client):
+    client, s = demo_client
+    client.pack(s, 15, workers=1, progress=False, interleave_seed=None)
+    assert client.packs.find(s, 15, ["cam0/rgb"], horizon=16).spec.interleave_seed is None  # the only one
+    mixed = client.pack(s, 15, workers=1, progress=False)
+    assert client.packs.find(s, 15, ["cam0/rgb"], horizon=16).digest == mixed.digest

@@ -107,6 +107,7 @@ def pack(args: argparse.Namespace) -> int:
         max_horizon=args.horizon,
         shard_bytes=parse_size(args.shard_size),
         staleness=args.staleness,
+        interleave_seed=None if args.time_order else args.interleave_seed,
     )
     p = pack_slice(s, spec, workers=args.workers, progress=not args.quiet, force=args.force)
     size = sum(sh.bytes for sh in p.shards)

@@ -61,6 +61,10 @@ def _parser() -> argparse.ArgumentParser:
     pk.add_argument("--horizon", type=int, default=16, help="maximum action horizon, in steps")
     pk.add_argument("--shard-size", default="64MiB", help="target shard size (default 64MiB)")
     pk.add_argument("--staleness", type=float, default=1.5, help="alignment tolerance in stream periods")
+    pk.add_argument("--interleave-seed", type=int, default=0,
+                    help="seed of the permuted layout that makes every shard a uniform sample (default 0)")
+    pk.add_argument("--time-order", action="store_true",
+                    help="lay samples out in time order, segment after segment, not interleaved")
     pk.add_argument("--workers", type=int, help="processes (default: all cores)")
     pk.add_argument("--force", action="store_true", help="pack again even if this pack exists")
     pk.set_defaults(run=c.pack)

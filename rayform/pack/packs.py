@@ -60,4 +60,6 @@ class Packs:
                 f"{sid}: no pack at {fps} fps with {', '.join(streams) or 'these streams'} and horizon ≥ {horizon}. "
                 f"Run: rayform pack {sid} --fps {fps:g}"
             )
-        return min(fitting, key=lambda p: (len(p.spec.streams or ()), p.spec.max_horizon, p.digest))
+        # interleaved first (streamed batches are mixed), then the fewest streams and the shortest horizon
+        return min(fitting, key=lambda p: (p.spec.interleave_seed is None, len(p.spec.streams or ()),
+                                           p.spec.max_horizon, p.digest))

@@ -50,6 +50,10 @@ class PackSpec:
     lossless. A ``resize`` (H, W) always re-encodes (``keep`` then keeps the format).
     ``staleness`` is the tolerance of time alignment in periods of each stream's own median
     rate: an image older than that, or an array gap wider than twice that, drops the instant.
+    ``interleave_seed``: the samples of the whole slice are laid out in the order of a
+    permutation seeded by it, so every shard is a uniform sample of the slice and a stream of
+    shards is as mixed as random access (the default, seed 0); ``None`` keeps time order
+    (segment after segment), as packs made before interleaving.
     """
 
     fps: float
@@ -60,6 +64,7 @@ class PackSpec:
     max_horizon: int = 16
     shard_bytes: int = 64 << 20
     staleness: float = 1.5
+    interleave_seed: int | None = 0
     samples_per_task: int = field(default=256, compare=False)
 
     def __post_init__(self) -> None:
@@ -85,6 +90,9 @@ class PackSpec:
             if isinstance(self.streams, str) or not all(isinstance(s, str) for s in self.streams):
                 raise InvalidInput(f"streams {str(self.streams)[:80]}: must be a list of stream names")
             object.__setattr__(self, "streams", tuple(self.streams))
+        seed = self.interleave_seed
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 1 << 63):
+            raise InvalidInput(f"interleave seed {str(seed)[:40]!r}: a whole number in [0, 2**63), or None (time order)")
         if float(self.fps).is_integer():
             object.__setattr__(self, "fps", int(self.fps))
 
@@ -93,11 +101,14 @@ class PackSpec:
         out.pop("samples_per_task")
         out["streams"] = list(self.streams) if self.streams is not None else None
         out["resize"] = list(self.resize) if self.resize is not None else None
+        if self.interleave_seed is None:
+            out.pop("interleave_seed")  # time order: as packs were before interleaving, same key
         return out
 
     @classmethod
     def from_manifest(cls, m: dict[str, Any]) -> PackSpec:
-        return cls(**m)
+        # a pack made before interleaving holds its samples in time order
+        return cls(**{"interleave_seed": None, **m})
 
     def key(self) -> str:
         """A short, stable name for these parameters: ``fps15-<8 hex>``."""

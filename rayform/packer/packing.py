@@ -33,6 +33,7 @@ from rayform.pack.manifest import Pack
 from rayform.pack.packs import Packs
 from rayform.pack.spec import PACK_FORMAT, PackSpec
 from rayform.packer import shards as shard_files
+from rayform.packer.interleave import Spill, layout_order
 from rayform.packer.plan import (
     SegmentPlan,
     Task,
@@ -93,11 +94,12 @@ def _render_pack(slice_: Slice, spec: PackSpec, executor: Executor | None, worke
     try:
         writer = ShardWriter(tmp, spec.shard_bytes, members, shard_files.CHUNK_BYTES)
         stored = StoredShards(store)
-        for samples in _rendered(slice_, spec, schema, tasks, executor, workers):
-            for key, sample in samples:
-                for shard in writer.add(key, sample):
-                    stored.add(shard)
-            bar.update(len(samples))
+        samples = _counted(_rendered(slice_, spec, schema, tasks, executor, workers), bar)
+        if spec.interleave_seed is not None:
+            samples = _interleaved(samples, os.path.join(tmp, "spill"), members, total, spec.interleave_seed)
+        for key, sample in samples:
+            for shard in writer.add(key, sample):
+                stored.add(shard)
         for shard in writer.finish():
             stored.add(shard)
     finally:
@@ -190,6 +192,26 @@ def _rendered(
             f.cancel()
         if own:
             pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _counted(batches: Iterator[list[tuple[str, dict[str, bytes]]]], bar: Any) -> Iterator[tuple[str, dict[str, bytes]]]:
+    for samples in batches:
+        yield from samples
+        bar.update(len(samples))
+
+
+def _interleaved(samples: Iterator[tuple[str, dict[str, bytes]]], path: str, members: list[str], total: int,
+                 seed: int) -> Iterator[tuple[str, dict[str, bytes]]]:
+    """``samples`` (all ``total`` of them) in the pack's interleaved order: spilled, then read back."""
+    spill = Spill(path, members, total)
+    try:
+        for key, sample in samples:
+            spill.add(key, sample)
+        if len(spill) != total:
+            raise AssertionError(f"rendered {len(spill)} samples, planned {total}")
+        yield from spill.in_order(layout_order(total, seed))
+    finally:
+        spill.close()
 
 
 def _sweep(store: CachedStore) -> None:

@@ -1,10 +1,6 @@
-"""Orders that depend on (seed, epoch, …) only, never on pid or time: a seeded permutation of
-``range(n)`` that costs O(1) memory whatever ``n`` is, and the shuffle buffer's RNG.
-
-The permutation is a 4-round Feistel network on the smallest even-bit domain ≥ n, with cycle walking back
-into ``[0, n)``. Its keys derive from (seed, epoch) only, never from pid or time, so the
-same seed and epoch give the same order in every process. No I/O.
-"""
+"""The orders of reading that depend on (seed, epoch, …) only, never on pid or time: the
+map-style dataset's permutation of a pack's samples (``rayform.permutation``) and the
+streaming shuffle buffer's RNG."""
 
 from __future__ import annotations
 
@@ -12,57 +8,9 @@ import random
 
 import numpy as np
 
-from rayform.errors import InvalidInput
+from rayform.permutation import Permutation
 
-_M1 = np.uint64(0x9E3779B97F4A7C15)
-_M2 = np.uint64(0xBF58476D1CE4E5B9)
-ROUNDS = 4
-
-
-class Permutation:
-    """``perm(i)``: where index ``i`` goes, vectorised over numpy arrays."""
-
-    def __init__(self, n: int, seed: int, epoch: int, salt: int = 0):
-        if n < 0:
-            raise InvalidInput(f"permutation of {n} elements: n must be at least 0")
-        self.n = n
-        bits = max(2, int(n - 1).bit_length() if n > 1 else 1)
-        self.half = (bits + 1) // 2
-        self.mask = np.uint64((1 << self.half) - 1)
-        self.keys = np.random.SeedSequence([seed & (2**63 - 1), epoch & (2**63 - 1), salt]).generate_state(
-            ROUNDS, np.uint64)
-
-    def __len__(self) -> int:
-        return self.n
-
-    def _round(self, x: np.ndarray, key: np.uint64) -> np.ndarray:
-        x = (x ^ key) * _M1
-        x ^= x >> np.uint64(29)
-        x *= _M2
-        x ^= x >> np.uint64(32)
-        result: np.ndarray = x & self.mask
-        return result
-
-    def _feistel(self, x: np.ndarray) -> np.ndarray:
-        h = np.uint64(self.half)
-        left, right = x >> h, x & self.mask
-        for key in self.keys:
-            left, right = right, left ^ self._round(right, key)
-        result: np.ndarray = (left << h) | right
-        return result
-
-    def __call__(self, index: np.ndarray | int) -> np.ndarray:
-        i = np.asarray(index, dtype=np.int64)
-        if np.any((i < 0) | (i >= self.n)):
-            raise IndexError(f"index out of range for a permutation of {self.n}")
-        with np.errstate(over="ignore"):
-            y = self._feistel(i.astype(np.uint64))
-            out = y >= np.uint64(self.n)
-            while np.any(out):  # cycle walking: a bijection on the domain stays one on [0, n)
-                y[out] = self._feistel(y[out])
-                out = y >= np.uint64(self.n)
-        return y.astype(np.int64)
-
+__all__ = ["Permutation", "reader_rng"]
 
 def reader_rng(seed: int, epoch: int, rank: int, worker: int) -> random.Random:
     """The shuffle buffer's RNG: from (seed, epoch, rank, worker) only, never pid or time."""
