@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -27,6 +28,8 @@ from rayform.torch.batch import (
 from rayform.torch.packsource import open_samples, sample_spec
 from rayform.torch.tensors import to_torch
 from rayform.torch.world import Split, World
+
+log = logging.getLogger("rayform")
 
 # Builds one sample: into the given rows of a batch buffer, or into fresh arrays (None).
 Build = Callable[[Mapping[str, np.ndarray] | None], dict[str, Any]]
@@ -105,6 +108,10 @@ class StreamingEpisodeDataset(IterableDataset[dict[str, Any]]):
             raise InvalidInput(f"seed {str(seed)[:40]!r}: a whole number")
         self.builder = open_samples(slice_, sample_spec(obs, action, fps, horizon, frame))
         self.pack = self.builder.pack
+        if self.pack.spec.interleave_seed is None and len(self.pack.shards) > 1:
+            log.warning("rayform: %s: its pack at %g fps is in time order, so streamed batches hold few episodes. "
+                        "For an interleaved one run: rayform pack %s --fps %g", slice_.id, self.pack.fps, slice_.id,
+                        self.pack.fps)
         self.slice_id = slice_.id
         self.seed = seed
         self.shuffle = shuffle
