@@ -67,13 +67,19 @@ def runs_for(
     total = int(sizes.sum())
     if total == 0:
         return []
-    order = shard_order(len(sizes), seed, epoch)
-    ends = np.cumsum(sizes[order])
-    starts = ends - sizes[order]
     count = per_rank(total, world_size, equalize)
     lo, hi = worker_span(count, workers, worker)
+    return runs_between(sizes, shard_order(len(sizes), seed, epoch), rank * count + lo, rank * count + hi)
+
+
+def runs_between(sizes: np.ndarray, order: np.ndarray, pos: int, stop: int) -> list[Run]:
+    """The runs that hold positions ``[pos, stop)`` of the sequence of shards ``order``, each
+    read front to back, repeated as often as needed (positions wrap round)."""
+    sizes = np.asarray(sizes, np.int64)
+    total = int(sizes.sum())
+    ends = np.cumsum(sizes[order])
+    starts = ends - sizes[order]
     out: list[Run] = []
-    pos, stop = rank * count + lo, rank * count + hi
     while pos < stop:
         g = pos % total  # padding wraps round to the start of the epoch's order
         i = int(np.searchsorted(ends, g, side="right"))

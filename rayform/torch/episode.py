@@ -9,12 +9,13 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
+from rayform.read.mixture import MixtureOrder
 from rayform.read.order import Permutation
 from rayform.read.reader import PackReader
 from rayform.read.sample import SampleSpec
 from rayform.recordings.slices import Slice
 from rayform.torch.batch import BatchBuffer, Sample
-from rayform.torch.packsource import open_samples, sample_spec
+from rayform.torch.packsource import mixture_parts, open_parts, sample_spec
 from rayform.torch.tensors import to_torch
 
 
@@ -43,7 +44,7 @@ class EpisodeDataset(Dataset[dict[str, Any]]):
 
     def __init__(
         self,
-        slice_: Slice,
+        slice_: Slice | Sequence[tuple[Slice, float]],
         obs: str | Sequence[str] | SampleSpec,
         action: str | None = None,
         fps: float = 15,
@@ -53,16 +54,18 @@ class EpisodeDataset(Dataset[dict[str, Any]]):
         seed: int = 0,
         transform: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
     ):
-        self.builder = open_samples(slice_, sample_spec(obs, action, fps, horizon, frame))
+        slices, self.weights = mixture_parts(slice_)
+        self.builders = open_parts(slices, sample_spec(obs, action, fps, horizon, frame))
+        self.readers = [PackReader(s.store, b.pack, b.members) for s, b in zip(slices, self.builders)]
+        self.builder, self.reader = self.builders[0], self.readers[0]
         self.pack = self.builder.pack
-        self.slice_id = slice_.id
+        self.slice_id = slices[0].id if self.weights is None else "+".join(s.id for s in slices)
         self.layout = self.builder.layout()
         self._image_keys = {s.name for s in self.builder.images}
-        self.reader = PackReader(slice_.store, self.pack, self.builder.members)
         self.seed = int(seed)
         self.transform = transform
         self._epoch = torch.zeros(1, dtype=torch.int64).share_memory_()  # type: ignore[no-untyped-call]
-        self._perm: Permutation | None = None
+        self._perm: Permutation | MixtureOrder | None = None
         self._perm_epoch = -1
 
     def __repr__(self) -> str:
@@ -70,7 +73,7 @@ class EpisodeDataset(Dataset[dict[str, Any]]):
                 f"obs={list(self.builder.spec.obs)}, action={self.builder.spec.action!r})")
 
     def __len__(self) -> int:
-        return self.pack.samples
+        return sum(b.pack.samples for b in self.builders)
 
     @property
     def epoch(self) -> int:
@@ -81,24 +84,40 @@ class EpisodeDataset(Dataset[dict[str, Any]]):
         self._epoch[0] = int(epoch)
 
     def sample_ids(self, indices: Sequence[int] | np.ndarray) -> np.ndarray:
-        """Which pack samples these dataset indices return at the current epoch."""
+        """Which pack samples these dataset indices return at the current epoch (one slice)."""
+        parts, ids = self.locate(indices)
+        return ids
+
+    def locate(self, indices: Sequence[int] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(part, sample of that part's pack)`` of each dataset index at the current epoch."""
         epoch = self.epoch
         if self._perm is None or self._perm_epoch != epoch:
-            self._perm, self._perm_epoch = Permutation(len(self), self.seed, epoch), epoch
-        return self._perm(np.asarray(indices, np.int64))
+            self._perm_epoch = epoch
+            self._perm = (Permutation(len(self), self.seed, epoch) if self.weights is None else
+                          MixtureOrder([b.pack.samples for b in self.builders], self.weights, self.seed, epoch))
+        wanted = np.asarray(indices, np.int64)
+        if isinstance(self._perm, MixtureOrder):
+            return self._perm.lookup(wanted)
+        return np.zeros(len(wanted), np.int64), self._perm(wanted)
 
     def __getitem__(self, index: int) -> dict[str, Any]:
         return self.__getitems__([index])[0]
 
     def __getitems__(self, indices: Sequence[int]) -> list[dict[str, Any]]:
         """A batch of samples, read in shard order for locality, returned in the asked order."""
-        ids = self.sample_ids(indices)
-        order = np.argsort(self.reader.shard_of(ids), kind="stable").tolist()
+        parts, ids = self.locate(indices)
         buf = BatchBuffer(self.layout, len(ids), self._image_keys)
         out: list[Any] = [None] * len(ids)
-        for j, (key, raw) in zip(order, self.reader.raw_many(ids[order])):
-            sample = Sample(to_torch(self.builder.build(raw, key, buf.slots(j))), buf, j)
-            out[j] = self.transform(sample) if self.transform else sample
+        for p in np.unique(parts).tolist():
+            rows = np.flatnonzero(parts == p)
+            reader, builder = self.readers[p], self.builders[p]
+            order = rows[np.argsort(reader.shard_of(ids[rows]), kind="stable")].tolist()
+            for j, (key, raw) in zip(order, reader.raw_many(ids[order])):
+                values = builder.build(raw, key, buf.slots(j))
+                if self.weights is not None:
+                    values["meta"]["part"] = p
+                sample = Sample(to_torch(values), buf, j)
+                out[j] = self.transform(sample) if self.transform else sample
         return out
 
     def __getstate__(self) -> dict[str, Any]:

@@ -7,8 +7,9 @@ import logging
 import os
 from collections.abc import Sequence
 
-from rayform.errors import InvalidInput, NotFound
+from rayform.errors import InvalidInput, NotFound, RayformError
 from rayform.pack import Pack, Packs
+from rayform.read.mixture import check_weights
 from rayform.read.sample import SampleBuilder, SampleSpec
 from rayform.recordings.slices import Slice
 from rayform.store.cached import CachedStore
@@ -31,6 +32,38 @@ def sample_spec(obs: str | Sequence[str] | SampleSpec, action: str | None, fps: 
 def open_samples(slice_: Slice, spec: SampleSpec) -> SampleBuilder:
     """The builder of ``spec``'s samples from the slice's pack at ``spec.fps``."""
     return SampleBuilder(pack_for(slice_, spec), spec)
+
+
+def mixture_parts(slices: Slice | Sequence[tuple[Slice, float]]) -> tuple[list[Slice], list[float] | None]:
+    """One slice (weights None), or the parts of a weighted mixture ``[(slice, weight), ...]``."""
+    if isinstance(slices, Slice):
+        return [slices], None
+    parts = list(slices) if isinstance(slices, Sequence) and not isinstance(slices, str) else []
+    if not parts:
+        raise InvalidInput(f"{str(slices)[:60]}: give a Slice, or a mixture [(slice, weight), ...]")
+    for i, part in enumerate(parts):
+        if not (isinstance(part, tuple) and len(part) == 2 and isinstance(part[0], Slice)
+                and isinstance(part[1], (int, float)) and not isinstance(part[1], bool)):
+            raise InvalidInput(f"mixture part {i}: {str(part)[:60]} is not (slice, weight)")
+    weights = [float(w) for _, w in parts]
+    check_weights(weights)
+    return [s for s, _ in parts], weights
+
+
+def open_parts(slices: list[Slice], spec: SampleSpec) -> list[SampleBuilder]:
+    """A builder per part; every part's samples must be laid out alike (one batch buffer)."""
+    builders = []
+    for i, s in enumerate(slices):
+        try:
+            builders.append(open_samples(s, spec))
+        except RayformError as e:
+            if len(slices) == 1:
+                raise
+            raise type(e)(f"mixture part {i}: {e.args[0] if e.args else e}") from None
+        if builders[i].layout() != builders[0].layout():
+            raise InvalidInput(f"mixture part {i} ({s.id}): its samples are {builders[i].layout()}, part 0's are "
+                               f"{builders[0].layout()}. Pack the parts with the same streams and --resize")
+    return builders
 
 
 def pack_for(slice_: Slice, spec: SampleSpec) -> Pack:

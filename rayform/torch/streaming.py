@@ -14,6 +14,7 @@ from torch.utils.data import IterableDataset
 
 from rayform.errors import IntegrityError, InvalidInput
 from rayform.read import order, partition, runs
+from rayform.read.mixture import MixtureOrder
 from rayform.read.reader import PackReader
 from rayform.read.sample import SampleSpec
 from rayform.recordings.slices import Slice
@@ -25,7 +26,7 @@ from rayform.torch.batch import (
     collate_samples,
     default_collate_fn_map,
 )
-from rayform.torch.packsource import open_samples, sample_spec
+from rayform.torch.packsource import mixture_parts, open_parts, sample_spec
 from rayform.torch.tensors import to_torch
 from rayform.torch.world import Split, World
 
@@ -84,7 +85,7 @@ class StreamingEpisodeDataset(IterableDataset[dict[str, Any]]):
 
     def __init__(
         self,
-        slice_: Slice,
+        slice_: Slice | Sequence[tuple[Slice, float]],
         obs: str | Sequence[str] | SampleSpec,
         action: str | None = None,
         fps: float = 15,
@@ -106,13 +107,15 @@ class StreamingEpisodeDataset(IterableDataset[dict[str, Any]]):
                 raise InvalidInput(f"{name} {str(value)[:60]!r}: give a rayform.torch.{kind.__name__}(...)")
         if isinstance(seed, bool) or not isinstance(seed, int):
             raise InvalidInput(f"seed {str(seed)[:40]!r}: a whole number")
-        self.builder = open_samples(slice_, sample_spec(obs, action, fps, horizon, frame))
+        slices, self.weights = mixture_parts(slice_)
+        self.builders = open_parts(slices, sample_spec(obs, action, fps, horizon, frame))
+        self.builder = self.builders[0]
         self.pack = self.builder.pack
-        if self.pack.spec.interleave_seed is None and len(self.pack.shards) > 1:
-            log.warning("rayform: %s: its pack at %g fps is in time order, so streamed batches hold few episodes. "
-                        "For an interleaved one run: rayform pack %s --fps %g", slice_.id, self.pack.fps, slice_.id,
-                        self.pack.fps)
-        self.slice_id = slice_.id
+        for s, b in zip(slices, self.builders):
+            if b.pack.spec.interleave_seed is None and len(b.pack.shards) > 1:
+                log.warning("rayform: %s: its pack at %g fps is in time order, so streamed batches hold few episodes. "
+                            "For an interleaved one run: rayform pack %s --fps %g", s.id, b.pack.fps, s.id, b.pack.fps)
+        self.slice_id = slices[0].id if self.weights is None else "+".join(s.id for s in slices)
         self.seed = seed
         self.shuffle = shuffle
         self.equalize = split.equalize
@@ -125,16 +128,19 @@ class StreamingEpisodeDataset(IterableDataset[dict[str, Any]]):
             here = World.detect()
             rank, world_size = here.rank, here.world_size
         self._explicit = (rank, world_size)
-        store = slice_.store
+        store = slices[0].store
         self._store_ref = store.ref
         self._store: CachedStore | None = None
         self._store_pid = 0
-        self._pack_reader = PackReader(store, self.pack, self.pack.members)  # reopens its files after a fork
-        if not store.offline:
-            # The offset index and the chunk digests (small) join the cache here, once: workers
-            # then start on their first shard at once, and cached epochs read by offset (offline too).
-            _ = self._pack_reader.index
-            self._pack_reader.chunk_digests()
+        # one reader per part; each reopens its store and files after a fork
+        self._pack_readers = [PackReader(s.store, b.pack, b.pack.members) for s, b in zip(slices, self.builders)]
+        self._pack_reader = self._pack_readers[0]
+        for s, reader in zip(slices, self._pack_readers):
+            if not s.store.offline:
+                # The offset index and the chunk digests (small) join the cache here, once: workers
+                # then start on their first shard at once, and cached epochs read by offset (offline too).
+                _ = reader.index
+                reader.chunk_digests()
         self._epoch = torch.zeros(1, dtype=torch.int64).share_memory_()  # type: ignore[no-untyped-call]
         self._yielded = 0
         self._resume_at = 0
@@ -149,7 +155,7 @@ class StreamingEpisodeDataset(IterableDataset[dict[str, Any]]):
     def __len__(self) -> int:
         """Samples each rank yields per epoch (also with ``batch_size``: an upper bound on batches)."""
         world = World.detect(*self._explicit)
-        return partition.per_rank(self.pack.samples, world.world_size, self.equalize)
+        return partition.per_rank(sum(b.pack.samples for b in self.builders), world.world_size, self.equalize)
 
     @property
     def epoch(self) -> int:
@@ -188,7 +194,10 @@ class StreamingEpisodeDataset(IterableDataset[dict[str, Any]]):
 
         world = world or self.world()
         epoch = self.epoch
-        src = runs.run_samples(self.runs(world, epoch), self.pack, self.store, self._pack_reader, self.retry)
+        if self.weights is None:
+            src = runs.run_samples(self.runs(world, epoch), self.pack, self.store, self._pack_reader, self.retry)
+        else:
+            src = self._mixed(world, epoch)
         if self.shuffle.buffer > 1:
             rng = order.reader_rng(self.seed, epoch, world.rank, world.worker)
             src = wds.filters.shuffle(self.shuffle.buffer, self.shuffle.initial, rng=rng)(src)
@@ -206,18 +215,52 @@ class StreamingEpisodeDataset(IterableDataset[dict[str, Any]]):
             yield from self._batches(samples)
         self._resume_at = 0
 
+    def _mixed(self, world: World, epoch: int) -> Iterator[dict[str, Any]]:
+        """A mixture's raw samples for this reader: its consecutive slots of the epoch, each part
+        read as a consecutive range of that part's own order of shards (see ``read.mixture``)."""
+        sizes = [b.pack.samples for b in self.builders]
+        mix = MixtureOrder(sizes, self.weights or [], self.seed, epoch)
+        count = partition.per_rank(mix.total, world.world_size, self.equalize)
+        lo, hi = partition.worker_span(count, world.workers, world.worker)
+        start, stop = world.rank * count + lo, world.rank * count + hi
+        while start < stop:  # padding wraps round to the epoch's first slots
+            a = start % mix.total
+            b = min(mix.total, a + stop - start)
+            parts = mix.parts_of(np.arange(a, b))
+            first = mix.before(a)
+            streams = []
+            for p, (builder, reader) in enumerate(zip(self.builders, self._pack_readers)):
+                shards = np.array([s.samples for s in builder.pack.shards], np.int64)
+                mine = partition.shard_order(len(shards), self.seed ^ (p + 1), epoch)
+                n = int((parts == p).sum())
+                got = partition.runs_between(shards, mine, int(first[p]), int(first[p]) + n)
+                streams.append(runs.run_samples(got, builder.pack, reader.store, reader, self.retry))
+            for p in parts.tolist():
+                raw = next(streams[p])
+                raw["__part__"] = p
+                yield raw
+            for rest in streams:  # each part's stream ends here: its last shard is verified and kept
+                for _ in rest:
+                    raise AssertionError("a mixture part gave more samples than its slots")
+            start += b - a
+
     def _samples(self) -> Iterator[tuple[dict[str, Any], Build]]:
         """Each raw sample with a function that builds it (into given rows, or fresh arrays)."""
-        shard_of = {s.sha256: i for i, s in enumerate(self.pack.shards)}
+        shard_of = [{s.sha256: i for i, s in enumerate(b.pack.shards)} for b in self.builders]
         for raw in self.raw_samples():
             def build(into: Mapping[str, np.ndarray] | None, raw: dict[str, Any] = raw) -> dict[str, Any]:
+                p: int = raw.get("__part__", 0)
                 try:
-                    return self.builder.build(raw, raw["__key__"], into)
+                    values: dict[str, Any] = self.builders[p].build(raw, raw["__key__"], into)
                 except IntegrityError as e:  # verified bytes, malformed content: the pack itself is bad
                     digest = raw["__url__"].rsplit("#", 1)[0]
                     raise type(e)(
-                        f"{self.slice_id}: shard {shard_of.get(digest)} ({digest[:16]}) of {self.store.display}: {e}"
+                        f"{self.builders[p].pack.slice_id}: shard {shard_of[p].get(digest)} ({digest[:16]}) of "
+                        f"{self._pack_readers[p].store.display}: {e}"
                     ) from e
+                if self.weights is not None:
+                    values["meta"]["part"] = p
+                return values
 
             self._yielded += 1
             yield raw, build

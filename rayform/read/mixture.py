@@ -1,0 +1,81 @@
+"""Weighted mixtures of packs: how many samples each part gives an epoch, and in what order.
+
+An epoch of a mixture has ``N`` = the parts' sizes summed; part ``i`` gives exactly
+``round(w_i · N)`` of them (largest remainders take the rounding, ties to the earlier part,
+so the counts sum to ``N``). A part smaller than its count is repeated, a larger one is
+sampled without replacement. Everything is a pure function of (sizes, weights, seed, epoch).
+
+The epoch is a sequence of ``N`` slots; slot ``k`` belongs to part ``p`` where ``P(k)`` (a
+seeded permutation of the slots) falls in part ``p``'s share ``[C_p−1, C_p)`` of the counts.
+Random access (the map-style dataset) reads slot ``k`` as position ``P(k) − C_p−1`` of part
+``p``; a stream gives each part's slots its part's positions in slot order, so a reader of
+consecutive slots reads a consecutive range of every part (shards front to back).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from rayform.errors import InvalidInput
+from rayform.permutation import Permutation
+
+SALT = 0x313C
+
+
+def check_weights(weights: Sequence[float] | np.ndarray) -> np.ndarray:
+    w = np.asarray(weights, np.float64)
+    if w.ndim != 1 or not len(w) or not np.all(np.isfinite(w)) or np.any(w < 0) or w.sum() <= 0:
+        raise InvalidInput(f"mixture weights {list(weights)[:8]}: finite, not negative, and not all 0")
+    normalized: np.ndarray = w / w.sum()
+    return normalized
+
+
+def counts(sizes: Sequence[int] | np.ndarray, weights: Sequence[float] | np.ndarray) -> np.ndarray:
+    """Samples each part gives one epoch: ``round(w_i · N)``, summing to ``N = Σ sizes``."""
+    w = check_weights(weights)
+    total = int(np.sum(sizes))
+    exact = w * total
+    out: np.ndarray = np.floor(exact).astype(np.int64)
+    short = total - int(out.sum())
+    # largest remainders first, the earlier part first among equals
+    out[np.lexsort((np.arange(len(w)), -(exact - out)))[:short]] += 1
+    return out
+
+
+class MixtureOrder:
+    """One epoch's slots of a mixture of parts of ``sizes`` with ``weights``."""
+
+    def __init__(self, sizes: Sequence[int], weights: Sequence[float], seed: int, epoch: int):
+        self.sizes = np.asarray(sizes, np.int64)
+        if np.any(self.sizes <= 0):
+            raise InvalidInput(f"mixture parts of sizes {self.sizes.tolist()[:8]}: every part needs a sample")
+        self.counts = counts(self.sizes, weights)
+        self.ends = np.cumsum(self.counts)
+        self.total = int(self.ends[-1])
+        self._slots = Permutation(self.total, seed, epoch, SALT)
+        self._within = [Permutation(int(s), seed, epoch, SALT + 1 + i) for i, s in enumerate(self.sizes)]
+
+    def parts_of(self, slots: np.ndarray) -> np.ndarray:
+        """The part each slot belongs to."""
+        return np.asarray(np.searchsorted(self.ends, self._slots(np.asarray(slots, np.int64)), side="right"))
+
+    def lookup(self, slots: Sequence[int] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(part, sample id in that part's pack)`` of each slot, for random access."""
+        q = self._slots(np.asarray(slots, np.int64))
+        parts = np.searchsorted(self.ends, q, side="right")
+        position = q - (self.ends[parts] - self.counts[parts])
+        samples = np.empty_like(position)
+        for p in np.unique(parts):
+            mine = parts == p
+            samples[mine] = self._within[p](position[mine] % self.sizes[p])
+        return parts, samples
+
+    def before(self, slot: int) -> np.ndarray:
+        """How many of the slots ``[0, slot)`` each part has (in blocks: memory stays small)."""
+        out = np.zeros(len(self.sizes), np.int64)
+        step = 1 << 20
+        for start in range(0, slot, step):
+            out += np.bincount(self.parts_of(np.arange(start, min(slot, start + step))), minlength=len(self.sizes))
+        return out
