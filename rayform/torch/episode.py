@@ -35,6 +35,9 @@ class EpisodeDataset(Dataset[dict[str, Any]]):
     if the sampler's own epoch is never set. ``set_epoch`` reaches forked and persistent
     workers (the epoch lives in shared memory).
 
+    ``slice_`` may be a weighted mixture ``[(slice, weight), ...]``: each epoch draws exactly
+    ``round(w_i·N)`` samples from part ``i`` (``N`` = the parts' sizes summed), in an order
+    that is a pure function of (parts, weights, seed, epoch); ``meta["part"]`` names the part.
     The sample arguments may come as one :class:`SampleSpec` in ``obs``. If the slice has no
     pack at ``fps``, a single process with a writable store packs it (a progress bar and one
     log line); elsewhere it is an error naming the command to run. Remote shards are fetched

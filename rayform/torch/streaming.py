@@ -54,8 +54,9 @@ class ShuffleConfig:
 class StreamingEpisodeDataset(IterableDataset[dict[str, Any]]):
     """Streams a slice's pack at ``fps`` straight from its store (``s3://``, ``gs://``, local…).
 
-    Takes the same sample parameters as :class:`EpisodeDataset` and yields the very same
-    sample dicts (one builder makes both). Each epoch (``set_epoch``):
+    Takes the same slice (or weighted mixture of slices) and sample parameters as
+    :class:`EpisodeDataset` and yields the very same sample dicts (one builder makes both).
+    Each epoch (``set_epoch``):
 
     - the shards are put in an order seeded by (seed, epoch), and split into consecutive
       runs per rank (``torch.distributed`` when initialised, or ``Split(rank, world_size)``)
