@@ -171,6 +171,25 @@ def test_a_missing_pack_is_made_once_by_a_single_process(demo_client, caplog):
     assert len(client.packs.list(s)) == 1
 
 
+def test_a_typo_is_said_before_anything_is_packed(demo_client, caplog):
+    client, s = demo_client
+    with caplog.at_level(logging.INFO, logger="rayform"), pytest.raises(StreamNotFound, match="no stream 'cam0/rbg'"):
+        rayform.torch.EpisodeDataset(s, obs=["cam0/rbg"], fps=15)
+    assert "packing it now" not in caplog.text and client.packs.list(s) == []
+
+
+def test_a_horizon_beyond_the_packs_is_an_error_not_a_second_pack(demo_client):
+    client, s = demo_client
+    client.pack(s, 15, workers=1, progress=False, max_horizon=8)
+    with pytest.raises(InvalidInput, match=f"horizon 16 is beyond the pack's maximum 8 at 15 fps. "
+                                           f"Run: rayform pack {s.id} --fps 15 --horizon 16"):
+        rayform.torch.StreamingEpisodeDataset(s, obs=["joints/position"], action="joints/position_delta", fps=15)
+    client.pack(s, 10, workers=1, progress=False, streams=["joints/position"])
+    with pytest.raises(StreamNotFound, match="no stream 'cam0/rgb' in its pack at 10 fps.*--streams joints/position,cam0/rgb"):
+        rayform.torch.EpisodeDataset(s, obs=["cam0/rgb"], fps=10)
+    assert len(client.packs.list(s)) == 2  # nothing packed behind the user's back
+
+
 def test_a_missing_pack_on_a_read_only_store_names_the_command(demo_client, monkeypatch):
     client, s = demo_client
     import rayform.torch.packsource as packsource

@@ -7,7 +7,7 @@ import logging
 import os
 from collections.abc import Sequence
 
-from rayform.errors import InvalidInput, NotFound, RayformError
+from rayform.errors import InvalidInput, NotFound, PackNotFound, RayformError, StreamNotFound
 from rayform.pack import Pack, Packs
 from rayform.read.mixture import check_weights
 from rayform.read.sample import SampleBuilder, SampleSpec
@@ -71,12 +71,33 @@ def pack_for(slice_: Slice, spec: SampleSpec) -> Pack:
     single process with a writable store packs it (a progress bar and one log line);
     elsewhere it is an error naming the command to run."""
     store = slice_.store
+    packs = Packs(store)
+    horizon = spec.horizon if spec.action else 0
     try:
-        return Packs(store).find(slice_.id, spec.fps, spec.streams(), spec.horizon if spec.action else 0)
+        return packs.find(slice_.id, spec.fps, spec.streams(), horizon)
     except NotFound:
-        world = World.detect()
-        if world.world_size > 1 or world.num_workers > 0 or not _writable(store):
-            raise
+        pass
+    at_fps = [p for p in packs.list(slice_.id) if float(p.fps) == float(spec.fps)]
+    if at_fps:  # never a second pack behind the user's back: say what the one there lacks
+        best = max(at_fps, key=lambda p: (len(p.spec.streams or ()), p.spec.max_horizon))
+        lacking = [name for name in spec.streams() if name not in (best.spec.streams or ())]
+        if lacking:
+            raise StreamNotFound(
+                f"{slice_.id}: no stream {lacking[0]!r} in its pack at {spec.fps:g} fps. It has: "
+                f"{', '.join(best.spec.streams or ())}. Run: rayform pack {slice_.id} --fps {spec.fps:g} "
+                f"--streams {','.join(dict.fromkeys([*(best.spec.streams or ()), *spec.streams()]))}"
+            )
+        raise InvalidInput(
+            f"{slice_.id}: horizon {spec.horizon} is beyond the pack's maximum {best.spec.max_horizon} at "
+            f"{spec.fps:g} fps. Run: rayform pack {slice_.id} --fps {spec.fps:g} --horizon {spec.horizon}"
+        )
+    for i in range(len(slice_.segments)):  # a stream the slice lacks: said before anything is packed
+        segment = slice_.segment(i)
+        for name in spec.streams():
+            segment.stream(name)
+    world = World.detect()
+    if world.world_size > 1 or world.num_workers > 0 or not _writable(store):
+        raise PackNotFound(f"{slice_.id}: no pack at {spec.fps:g} fps. Run: rayform pack {slice_.id} --fps {spec.fps:g}")
     from rayform.pack import PackSpec
     from rayform.packer.packing import (
         pack_slice,  # the packer (and tqdm) only when packing
