@@ -149,3 +149,26 @@ def test_ingest_lists_converts_and_refuses_cleanly(real_data, tmp_path):
     assert sum(line.startswith("seg_") for line in lines) == 2 and lines[-2].startswith("slc_")
     shown = run("slices", "show", lines[-2], store=store).stdout
     assert "joints/position" in shown and "action/value" not in shown and "cam_high/rgb" in shown
+
+
+def test_global_options_go_before_or_after_the_command(demo_store, tmp_path):
+    store, slice_id = demo_store
+    elsewhere = tmp_path / "nowhere"  # RAYFORM_STORE points here; --store says where to look
+    for args in (("--store", str(store), "slices", "ls"), ("slices", "ls", "--store", str(store)),
+                 ("slices", "ls", "--store", str(store), "-o", "auto_mkdir=true")):
+        r = run(*args, store=elsewhere)
+        assert r.returncode == 0 and slice_id in r.stdout, (args, r.stderr)
+    version = run("--version", store=elsewhere)
+    assert version.returncode == 0 and version.stdout.startswith("rayform ")
+
+
+def test_storage_options_are_parsed_one_way():
+    from rayform.cli.commands import storage_options
+    from rayform.errors import InvalidInput
+
+    assert storage_options(["endpoint_url=http://h:9000", "anon=true", "retries=3", "key=a=b"]) == {
+        "endpoint_url": "http://h:9000", "anon": True, "retries": 3, "key": "a=b"}
+    for bad in ("noequals", "=value"):
+        with pytest.raises(InvalidInput, match="key=value"):
+            storage_options([bad])
+

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import json
+from typing import Any
 
 from rayform.client import Client
 from rayform.errors import InvalidInput, PackNotFound
@@ -12,7 +14,22 @@ from rayform.verify import verify as verify_blobs
 
 
 def _client(args: argparse.Namespace) -> Client:
-    return Client(args.store)
+    return Client(args.store, storage_options=storage_options(args.option), cache=args.cache)
+
+
+def storage_options(pairs: list[str]) -> dict[str, Any]:
+    """``-o key=value`` pairs as fsspec storage options (a value that reads as JSON is that:
+    numbers, true/false, null; anything else is a string)."""
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise InvalidInput(f"-o {pair[:60]!r}: write a storage option as key=value, e.g. -o endpoint_url=http://host:9000")
+        try:
+            out[key.strip()] = json.loads(value)
+        except ValueError:
+            out[key.strip()] = value
+    return out
 
 
 def _fmt_bytes(n: float) -> str:
@@ -152,11 +169,11 @@ def pull(args: argparse.Namespace) -> int:
     return 0
 
 
-def cache(_args: argparse.Namespace) -> int:
+def cache(args: argparse.Namespace) -> int:
     from rayform.pull import cache_summary
     from rayform.store.cache import ShardCache
 
-    c = ShardCache()
+    c = ShardCache(args.cache)
     size, files = c.size()
     print(f"cache: {c.root}")
     print(f"size:  {_fmt_bytes(size)} in {files} blobs")

@@ -12,46 +12,66 @@ import argparse
 import logging
 import sys
 from collections.abc import Sequence
+from typing import Any
 
+from rayform import __version__
 from rayform.errors import RayformError
 
 EXIT_USER = 2
 EXIT_CORRUPT = 1  # bad blobs found by verify, and any failure that is not a RayformError
 
 
+def _command(sub: Any, common: argparse.ArgumentParser, name: str, **kw: Any) -> argparse.ArgumentParser:
+    """A (sub)command's parser, which takes the global options too."""
+    parser: argparse.ArgumentParser = sub.add_parser(name, parents=[common], **kw)
+    return parser
+
+
 def _parser() -> argparse.ArgumentParser:
     from rayform.cli import commands as c
 
-    p = argparse.ArgumentParser(prog="rayform", description="Robot recordings into training data that streams.")
-    p.add_argument("--store", help="store URL (default: $RAYFORM_STORE, else ~/.local/share/rayform/store)")
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
-    p.add_argument("--debug", action="store_true", help="show the traceback of a failure")
+    # The global options, accepted before the command and after it (SUPPRESS: a subcommand's
+    # parser leaves a value given before the command as it was).
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--store", default=argparse.SUPPRESS,
+                        help="store URL (default: $RAYFORM_STORE, else ~/.local/share/rayform/store)")
+    common.add_argument("-o", "--option", action="append", default=argparse.SUPPRESS, metavar="KEY=VALUE",
+                        help="a storage option for fsspec, e.g. -o endpoint_url=http://localhost:9000 (repeatable)")
+    common.add_argument("--cache", default=argparse.SUPPRESS,
+                        help="shard cache directory (default: $RAYFORM_CACHE_DIR, else ~/.cache/rayform)")
+    common.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS, help="no progress bars")
+    common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                        help="show the traceback of a failure")
+
+    p = argparse.ArgumentParser(prog="rayform", description="Robot recordings into training data that streams.",
+                                parents=[common])
+    p.add_argument("--version", action="version", version=f"rayform {__version__}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    d = sub.add_parser("demo", help="fill the store with a simulated demo site and slice; print the slice id")
+    d = _command(sub, common, "demo", help="fill the store with a simulated demo site and slice; print the slice id")
     d.add_argument("--site", default="demo")
     d.add_argument("--episodes", type=int, default=6)
     d.add_argument("--seconds", type=float, default=10.0)
     d.add_argument("--seed", type=int, default=0)
     d.set_defaults(run=c.demo)
 
-    seg = sub.add_parser("segments", help="segments in the store").add_subparsers(dest="action", required=True)
-    ls = seg.add_parser("ls", help="list segments (latest versions)")
+    seg = _command(sub, common, "segments", help="segments in the store").add_subparsers(dest="action", required=True)
+    ls = _command(seg, common, "ls", help="list segments (latest versions)")
     ls.add_argument("--site")
     ls.set_defaults(run=c.segments_ls)
 
-    sl = sub.add_parser("slices", help="slices in the store").add_subparsers(dest="action", required=True)
-    cr = sl.add_parser("create", help="create a slice; prints its id")
+    sl = _command(sub, common, "slices", help="slices in the store").add_subparsers(dest="action", required=True)
+    cr = _command(sl, common, "create", help="create a slice; prints its id")
     cr.add_argument("--site", action="append", default=[], help="every segment at this site (repeatable)")
     cr.add_argument("--segment", action="append", default=[], help="a segment id, or id@version (repeatable)")
     cr.add_argument("--name")
     cr.set_defaults(run=c.slices_create)
-    sl.add_parser("ls", help="list slices").set_defaults(run=c.slices_ls)
-    sh = sl.add_parser("show", help="a slice's segments, streams and packs")
+    _command(sl, common, "ls", help="list slices").set_defaults(run=c.slices_ls)
+    sh = _command(sl, common, "show", help="a slice's segments, streams and packs")
     sh.add_argument("slice")
     sh.set_defaults(run=c.slices_show)
 
-    pk = sub.add_parser("pack", help="pack a slice into shards at an fps")
+    pk = _command(sub, common, "pack", help="pack a slice into shards at an fps")
     pk.add_argument("slice")
     pk.add_argument("--fps", type=float, required=True)
     pk.add_argument("--streams", help="comma-separated (default: every stream all segments share)")
@@ -69,7 +89,7 @@ def _parser() -> argparse.ArgumentParser:
     pk.add_argument("--force", action="store_true", help="pack again even if this pack exists")
     pk.set_defaults(run=c.pack)
 
-    ing = sub.add_parser("ingest", help="convert recordings (ros, lerobot, hdf5) into segments; prints their ids")
+    ing = _command(sub, common, "ingest", help="convert recordings (ros, lerobot, hdf5) into segments; prints their ids")
     ing.add_argument("format", choices=["ros", "lerobot", "hdf5"])
     ing.add_argument("paths", nargs="+", metavar="PATH")
     ing.add_argument("--site", help="the site the recordings come from (required unless --list)")
@@ -86,23 +106,37 @@ def _parser() -> argparse.ArgumentParser:
     ing.add_argument("--list", action="store_true", help="show what each source holds; convert nothing")
     ing.set_defaults(run=c.ingest)
 
-    pl = sub.add_parser("pull", help="fetch a slice's packs into the cache, for RAYFORM_OFFLINE=1")
+    pl = _command(sub, common, "pull", help="fetch a slice's packs into the cache, for RAYFORM_OFFLINE=1")
     pl.add_argument("slice")
     pl.add_argument("--fps", type=float, help="only the pack at this fps (default: all packs)")
     pl.set_defaults(run=c.pull)
 
-    sub.add_parser("cache", help="where the cache is, how big, which slices it holds whole").set_defaults(
+    _command(sub, common, "cache", help="where the cache is, how big, which slices it holds whole").set_defaults(
         run=c.cache)
 
-    v = sub.add_parser("verify", help="re-hash every blob of a slice and its packs")
+    v = _command(sub, common, "verify", help="re-hash every blob of a slice and its packs")
     v.add_argument("slice")
     v.add_argument("--fps", type=float, help="only the packs at this fps")
     v.set_defaults(run=c.verify)
     return p
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+GLOBAL_DEFAULTS: dict[str, Any] = {"store": None, "option": [], "cache": None, "quiet": False, "debug": False}
+
+
+def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """The command line, the global options wherever they were given."""
     args = _parser().parse_args(argv)
+    # not parser.set_defaults: it would set the default of the option object the (sub)command
+    # parsers share, and a value given before the command would be reset after it
+    for key, value in GLOBAL_DEFAULTS.items():
+        if not hasattr(args, key):
+            setattr(args, key, value)
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse(argv)
     # rayform's own messages at INFO; every library's (botocore, s3fs, …) only from WARNING
     logging.basicConfig(level=logging.WARNING, format="%(message)s", stream=sys.stderr)
     logging.getLogger("rayform").setLevel(logging.INFO)

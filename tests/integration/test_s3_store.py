@@ -35,3 +35,17 @@ def test_unknown_slice_on_s3_names_the_store_without_credentials(s3_store_url):
     with pytest.raises(rayform.SliceNotFound) as e:
         client.slices.get("slc_12345678")
     assert url in str(e.value) and "testing" not in str(e.value)
+
+
+def test_the_cli_reaches_an_s3_store_through_storage_options_alone(s3_demo, tmp_path):
+    """-o options are fsspec's storage options: the endpoint and the keys, no environment needed."""
+    import os
+    import subprocess
+    import sys
+
+    url, options, slice_id = s3_demo
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    flags = [x for k, v in options.items() for x in ("-o", f"{k}={v}")]
+    r = subprocess.run([sys.executable, "-m", "rayform.cli.main", "slices", "ls", "--store", url, *flags,
+                        "--cache", str(tmp_path / "cache")], capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 0 and slice_id in r.stdout, r.stderr
