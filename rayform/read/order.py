@@ -1,6 +1,5 @@
-"""The orders of reading that depend on (seed, epoch, …) only, never on pid or time: the
-map-style dataset's permutation of a pack's samples (``rayform.permutation``) and the
-streaming shuffle buffer's RNG."""
+"""The streaming shuffle buffer's RNG: from (seed, epoch, rank, worker) only, never pid or time.
+(The map-style dataset's order is ``rayform.permutation``.)"""
 
 from __future__ import annotations
 
@@ -8,9 +7,6 @@ import random
 
 import numpy as np
 
-from rayform.permutation import Permutation
-
-__all__ = ["Permutation", "reader_rng"]
 
 def reader_rng(seed: int, epoch: int, rank: int, worker: int) -> random.Random:
     """The shuffle buffer's RNG: from (seed, epoch, rank, worker) only, never pid or time."""

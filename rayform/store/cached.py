@@ -105,8 +105,10 @@ class CachedStore:
 
     def _reach(self, what: str, pull: str = "<slice>") -> None:
         if self.offline:
-            assert self.cache is not None
-            raise self.offline_error(what, f"not in the cache {self.cache.root}", pull)
+            raise self._uncached(what, pull)
+
+    def _uncached(self, what: str, pull: str) -> OfflineError:
+        return self.offline_error(what, f"not in the cache {self.cache.root if self.cache else '-'}", pull)
 
     def _reach_to_write(self, what: str) -> None:
         if self.offline:
@@ -211,8 +213,7 @@ class CachedStore:
         if self.offline:
             cached = self.cache.get_ref(self.id, key)
             if cached is None:
-                raise self.offline_error(name, f"not in the cache {self.cache.root}",
-                                         name if key.startswith("refs/slices/") else "<slice>")
+                raise self._uncached(name, name if key.startswith("refs/slices/") else "<slice>")
             return parse(cached) if parse is not None else cached
         data = self.backend.get_ref_bytes(key)
         parsed = self.backend.parse_ref(key, data, parse)  # a ref that does not parse never reaches the cache

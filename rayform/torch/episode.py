@@ -9,8 +9,8 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
+from rayform.permutation import Permutation
 from rayform.read.mixture import MixtureOrder
-from rayform.read.order import Permutation
 from rayform.read.reader import PackReader
 from rayform.read.sample import SampleSpec
 from rayform.recordings.slices import Slice

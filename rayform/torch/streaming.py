@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -129,10 +128,6 @@ class StreamingEpisodeDataset(IterableDataset[dict[str, Any]]):
             here = World.detect()
             rank, world_size = here.rank, here.world_size
         self._explicit = (rank, world_size)
-        store = slices[0].store
-        self._store_ref = store.ref
-        self._store: CachedStore | None = None
-        self._store_pid = 0
         # one reader per part; each reopens its store and files after a fork
         self._pack_readers = [PackReader(s.store, b.pack, b.pack.members) for s, b in zip(slices, self.builders)]
         self._pack_reader = self._pack_readers[0]
@@ -185,9 +180,8 @@ class StreamingEpisodeDataset(IterableDataset[dict[str, Any]]):
     # -- reading -------------------------------------------------------------------------
     @property
     def store(self) -> CachedStore:
-        if self._store is None or self._store_pid != os.getpid():  # never a handle of the parent's
-            self._store, self._store_pid = self._store_ref.open(), os.getpid()
-        return self._store
+        """The (first) slice's store, opened in this process (never a handle of the parent's)."""
+        return self._pack_reader.store
 
     def raw_samples(self, world: World | None = None) -> Iterator[dict[str, Any]]:
         """This reader's raw samples for the epoch, shuffled, before any decoding."""
@@ -288,7 +282,3 @@ class StreamingEpisodeDataset(IterableDataset[dict[str, Any]]):
         return collate_samples([self._finish(build(buf.slots(j)), buf, j) for j, (_, build) in enumerate(items)],
                                collate_fn_map=default_collate_fn_map)
 
-    def __getstate__(self) -> dict[str, Any]:
-        state = dict(self.__dict__)
-        state["_store"] = None
-        return state

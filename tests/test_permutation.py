@@ -8,7 +8,7 @@ import sys
 import numpy as np
 import pytest
 
-from rayform.read.order import Permutation
+from rayform.permutation import Permutation
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 7, 64, 1000, 4097])
@@ -27,7 +27,7 @@ def test_same_seed_and_epoch_same_order_other_epoch_other_order():
 
 
 def test_same_order_in_a_new_process():
-    code = ("import numpy as np; from rayform.read.order import Permutation; "
+    code = ("import numpy as np; from rayform.permutation import Permutation; "
             "print(Permutation(300, 9, 4)(np.arange(300)).tolist())")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert eval(out) == Permutation(300, 9, 4)(np.arange(300)).tolist()
