@@ -7,12 +7,13 @@ Credentials come from the usual AWS variables (or pass --endpoint-url for any S3
 store). Each rank streams its own part of every epoch, writing what it streams into the
 shard cache: the second epoch reads from disk.
 
-Interrupt and resume: ``--checkpoint ckpt`` saves each rank's loader state (plain JSON,
-``ckpt.rank<r>.json``) every ``--checkpoint-every`` batches, and a run started with a
-checkpoint that exists goes on from it, without repeating or skipping a sample
-(``--stop-after N`` stops after N batches, as a crash would). With DataLoader workers this
-takes torchdata's StatefulDataLoader (``pip install torchdata``), which keeps each worker's
-state. ``--keys-out DIR`` appends every sample's key to ``DIR/rank<r>.epoch<e>.txt``.
+Interrupt and resume, at any world size: ``--checkpoint ckpt.json`` saves where the run
+stands (plain JSON: the epoch and the global batches consumed, ``dataset.state_dict(step=…)``)
+every ``--checkpoint-every`` batches, and a run started with a checkpoint that exists goes
+on from it without repeating or skipping a sample, with any number of ranks and DataLoader
+workers, as long as ``--global-batch`` is kept (``--stop-after N`` stops after N batches, as
+a crash would). ``--keys-out DIR`` appends each step's sample keys to
+``DIR/rank<r>.epoch<e>.txt``, one ``<step> <segment>:<t_ns>`` line per sample.
 """
 
 from __future__ import annotations
@@ -30,20 +31,6 @@ from torch.utils.data import DataLoader
 import rayform
 
 
-def make_loader(dataset, args):
-    kwargs = dict(batch_size=args.batch_size, num_workers=args.workers, persistent_workers=args.workers > 0)
-    if not args.checkpoint:
-        return DataLoader(dataset, **kwargs)
-    try:
-        from torchdata.stateful_dataloader import StatefulDataLoader
-    except ImportError:
-        if args.workers:
-            sys.exit("--checkpoint with DataLoader workers needs torchdata (pip install torchdata), "
-                     "or --workers 0")
-        return DataLoader(dataset, **kwargs)  # the dataset's own state_dict is the reader's
-    return StatefulDataLoader(dataset, **kwargs)
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--store", required=True, help="e.g. s3://bucket/rayform")
@@ -52,9 +39,9 @@ def main() -> None:
     ap.add_argument("--fps", type=float, default=15)
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--batch-size", type=int, default=32)
+    ap.add_argument("--global-batch", type=int, default=64, help="samples per step over all ranks")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--checkpoint", help="save (and resume from) each rank's loader state at this path prefix")
+    ap.add_argument("--checkpoint", help="a JSON file: save where the run stands there, and resume from it")
     ap.add_argument("--checkpoint-every", type=int, default=10, help="batches between checkpoints")
     ap.add_argument("--stop-after", type=int, help="stop after this many batches in all, as a crash would")
     ap.add_argument("--keys-out", help="a folder: every sample's key, a file per rank and epoch")
@@ -63,6 +50,9 @@ def main() -> None:
     if "RANK" in os.environ and not dist.is_initialized():
         dist.init_process_group("gloo")
     rank = dist.get_rank() if dist.is_initialized() else 0
+    world = dist.get_world_size() if dist.is_initialized() else 1
+    if args.global_batch % world:
+        sys.exit(f"--global-batch {args.global_batch} does not split over {world} ranks")
     options = {"endpoint_url": args.endpoint_url} if args.endpoint_url else {}
     client = rayform.Client(args.store, storage_options=options)
     dataset = rayform.torch.StreamingEpisodeDataset(
@@ -73,38 +63,42 @@ def main() -> None:
         horizon=16,
         frame="ros",
         seed=args.seed,
-        shuffle=rayform.torch.ShuffleConfig(buffer=1000),
+        shuffle=rayform.torch.ShuffleConfig(window=1000),
+        batch_size=args.global_batch // world,  # the dataset makes the batches: the same global ones at any world size
     )
-    loader = make_loader(dataset, args)
+    loader = DataLoader(dataset, batch_size=None, num_workers=args.workers, persistent_workers=args.workers > 0)
 
-    ckpt = Path(f"{args.checkpoint}.rank{rank}.json") if args.checkpoint else None
-    start_epoch, resume = 0, None
+    ckpt = Path(args.checkpoint) if args.checkpoint else None
+    start_epoch, start_step = 0, 0
     if ckpt is not None and ckpt.exists():
         saved = json.loads(ckpt.read_text())
-        start_epoch, resume = saved["epoch"], saved["loader"]
-        print(f"rank {rank}: resuming epoch {start_epoch} from {ckpt}", flush=True)
+        start_epoch, start_step = saved["epoch"], saved["data"]["step"]
+        dataset.load_state_dict(saved["data"])  # checks the seed, partitions and global batch
+        print(f"rank {rank}: resuming epoch {start_epoch} at step {start_step} from {ckpt}", flush=True)
 
-    def save(epoch: int) -> None:
-        tmp = ckpt.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"epoch": epoch, "loader": loader.state_dict()}))
-        os.replace(tmp, ckpt)  # a crash mid-write never leaves half a checkpoint
+    def save(epoch: int, step: int) -> None:
+        if rank == 0:  # every rank is at the same step: one file says where the run stands
+            ckpt.parent.mkdir(parents=True, exist_ok=True)
+            tmp = ckpt.with_suffix(".tmp")
+            tmp.write_text(json.dumps({"epoch": epoch, "data": dataset.state_dict(step=step)}))
+            os.replace(tmp, ckpt)  # a crash mid-write never leaves half a checkpoint
 
     batches, stopped = 0, False
     for epoch in range(start_epoch, args.epochs):
-        dataset.set_epoch(epoch)
-        if resume is not None:
-            loader.load_state_dict(resume)
-            resume = None
+        if epoch != start_epoch or not start_step:
+            dataset.set_epoch(epoch)
+        step = start_step if epoch == start_epoch else 0
         keys = open(Path(args.keys_out, f"rank{rank}.epoch{epoch}.txt"), "a") if args.keys_out else None
         t0, n = time.perf_counter(), 0
         for batch in loader:
             n += len(batch["t_ns"])
             batches += 1
             if keys is not None:
-                keys.writelines(f"{seg}:{int(t)}\n" for seg, t in zip(batch["meta"]["segment"], batch["t_ns"]))
+                keys.writelines(f"{step} {seg}:{int(t)}\n" for seg, t in zip(batch["meta"]["segment"], batch["t_ns"]))
+            step += 1
             stopped = bool(args.stop_after) and batches >= args.stop_after
             if ckpt is not None and (stopped or batches % args.checkpoint_every == 0):
-                save(epoch)
+                save(epoch, step)
             if stopped:
                 break
         if keys is not None:

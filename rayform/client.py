@@ -6,6 +6,7 @@ import os
 from concurrent.futures import Executor
 from typing import Any
 
+from rayform.errors import InvalidInput
 from rayform.pack import Pack, Packs, PackSpec
 from rayform.recordings.segments import Segments
 from rayform.recordings.slices import Slice, Slices
@@ -18,6 +19,8 @@ class Client:
     """``rayform.Client(store=None, cache=None)``: the store named, else ``RAYFORM_STORE``, else
     the local default, read through the shard cache at ``cache``, else ``RAYFORM_CACHE_DIR``,
     else ``~/.cache/rayform`` (a local store needs none: it is its own local copy).
+    ``cache_limit`` (bytes or ``"200GB"``; else ``RAYFORM_CACHE_LIMIT``) keeps that cache
+    within a size: least-recently-used shards no process is reading are evicted.
 
     ``store`` is any fsspec URL (a directory, ``s3://bucket/prefix``, ``memory://name``) or a
     :class:`Store`; ``storage_options`` go to fsspec (for S3: ``endpoint_url``, ``key``,
@@ -26,7 +29,11 @@ class Client:
 
     def __init__(self, store: str | os.PathLike[str] | Store | CachedStore | None = None,
                  storage_options: dict[str, Any] | None = None,
-                 cache: ShardCache | str | os.PathLike[str] | None = None):
+                 cache: ShardCache | str | os.PathLike[str] | None = None, cache_limit: int | str | None = None):
+        if cache_limit is not None:
+            if isinstance(cache, ShardCache):
+                raise InvalidInput("Client: give cache_limit to the ShardCache you pass, or pass a cache directory")
+            cache = ShardCache(cache, cache_limit)
         self.store = CachedStore.open(store, storage_options, cache)
         self.segments = Segments(self.store)
         self.slices = Slices(self.store)

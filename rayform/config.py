@@ -25,6 +25,11 @@ def cache_dir(env: Mapping[str, str] = os.environ) -> Path:
     return Path(os.path.expanduser(env.get("RAYFORM_CACHE_DIR") or DEFAULT_CACHE))
 
 
+def cache_limit(env: Mapping[str, str] = os.environ) -> str | None:
+    """The shard cache's size limit as written in RAYFORM_CACHE_LIMIT (e.g. ``200GB``), else None."""
+    return env.get("RAYFORM_CACHE_LIMIT", "").strip() or None
+
+
 def offline(env: Mapping[str, str] = os.environ) -> bool:
     """True when RAYFORM_OFFLINE forbids reading any non-local store."""
     return env.get("RAYFORM_OFFLINE", "").strip().lower() in _TRUE

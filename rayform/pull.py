@@ -68,6 +68,24 @@ def pull(client: Client, slice_id: str, fps: float | None = None, progress: bool
     return report
 
 
+def cached_blobs_of(cache: ShardCache, slice_id: str) -> set[str]:
+    """The blobs of a slice's packs (manifests, indexes, chunk digests, shards) that the
+    cache holds, for every store it has seen the slice in."""
+    found: set[str] = set()
+    for store_id in cache.store_ids():
+        for pkey in cache.list_refs(store_id, f"refs/packs/{slice_id}"):
+            try:
+                digest = names.digest((cache.get_ref(store_id, pkey) or {}).get("manifest"))
+                path = cache.copy(digest)
+                if path is None:
+                    continue
+                pack = Pack(digest, json_document(path.read_bytes(), f"pack manifest {digest[:16]}"))
+            except Malformed:
+                continue
+            found |= {d for d in [digest, *pack.blobs()] if cache.has(d)}
+    return found
+
+
 def cache_summary(cache: ShardCache) -> list[dict[str, Any]]:
     """Per store seen in the cache: its URL and, per slice, whether its packs are whole.
 

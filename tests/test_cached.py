@@ -136,4 +136,4 @@ def test_a_missing_shard_is_the_same_error_through_both_datasets(demo_client, tm
     with pytest.raises(BlobNotFound, match=said):
         rayform.torch.EpisodeDataset(sl, **kw)[0]
     with pytest.raises(BlobNotFound, match=said):
-        list(rayform.torch.StreamingEpisodeDataset(sl, **kw, shuffle=rayform.torch.ShuffleConfig(buffer=0)))
+        list(rayform.torch.StreamingEpisodeDataset(sl, **kw, shuffle=rayform.torch.ShuffleConfig(window=0)))

@@ -15,7 +15,8 @@ ROOT = Path(__file__).resolve().parents[1]
 # do not import each other: reading never imports writing.
 LAYERS: list[list[str]] = [
     ["rayform.errors"],
-    ["rayform.config", "rayform.names", "rayform.untrusted", "rayform.frames", "rayform.permutation"],
+    ["rayform.config", "rayform.names", "rayform.untrusted", "rayform.frames", "rayform.permutation",
+     "rayform.sizes"],
     ["rayform.codec"],
     ["rayform.store"],
     ["rayform.recordings"],

@@ -38,7 +38,7 @@ def _episodes(loader) -> list[list[str]]:
 
 def _streamed(s):
     return rayform.torch.StreamingEpisodeDataset(s, obs=OBS, action="joints/position_delta", fps=15,
-                                                 shuffle=rayform.torch.ShuffleConfig(buffer=100, initial=100))
+                                                 shuffle=rayform.torch.ShuffleConfig(window=100))
 
 
 def test_the_uniform_expectation():

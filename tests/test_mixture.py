@@ -43,11 +43,16 @@ def test_a_small_part_repeats_and_a_large_one_is_sampled_without_replacement():
     assert not np.array_equal(again.lookup(np.arange(order.total))[1], ids)
 
 
-def test_slots_before_count_the_parts_in_slot_order():
-    order = MixtureOrder([300, 50], [0.6, 0.4], seed=0, epoch=0)
+def test_a_slot_ranks_among_its_part_s_slots_in_slot_order():
+    order = MixtureOrder([9000, 500, 40], [0.6, 0.3, 0.1], seed=0, epoch=0)  # more slots than one table chunk
     parts = order.parts_of(np.arange(order.total))
-    for cut in (0, 1, 77, order.total):
-        assert order.before(cut).tolist() == np.bincount(parts[:cut], minlength=2).tolist()
+    expected = np.zeros(order.total, np.int64)
+    for p in range(3):
+        expected[parts == p] = np.arange(int((parts == p).sum()))
+    some = np.array([order.total - 1, 0, 4096, 4095, 8191, 77, 5000])
+    got_parts, got_ranks = order.ranks(some)
+    assert got_parts.tolist() == parts[some].tolist() and got_ranks.tolist() == expected[some].tolist()
+    assert order.ranks(np.arange(order.total))[1].tolist() == expected.tolist()
 
 
 def test_the_order_is_the_same_in_a_new_process():
@@ -93,8 +98,9 @@ def test_the_map_style_dataset_draws_exact_counts_from_each_part(two_slices):
 @pytest.mark.parametrize("workers", [0, 2])
 def test_the_streaming_dataset_draws_the_same_counts(two_slices, workers):
     client, big, small = two_slices
-    ds = rayform.torch.StreamingEpisodeDataset([(big, 0.8), (small, 0.2)], **KW, batch_size=16)
+    ds = rayform.torch.StreamingEpisodeDataset([(big, 0.8), (small, 0.2)], **KW, batch_size=4)
     expected = counts([b.pack.samples for b in ds.builders], [0.8, 0.2]).tolist()
+    assert sum(expected) % 4 == 0  # no padding: the epoch is whole global batches
     for epoch in (0, 1):
         ds.set_epoch(epoch)
         batches = list(DataLoader(ds, batch_size=None, num_workers=workers))

@@ -1,48 +1,85 @@
-"""Partitioning an epoch: disjoint, covering, equal per rank, over a grid of topologies."""
+"""The epoch's global batches: a pure function of (size, global batch, partitions, seed,
+epoch) that every world size and worker count reads the same way."""
 
 from __future__ import annotations
 
-from collections import Counter
-
+import numpy as np
 import pytest
 
+from rayform.errors import InvalidInput
 from rayform.read import partition
+from rayform.read.partition import EpochPlan
 
 
-def _read(sizes, world, workers, epoch, equalize):
-    per_rank = {}
-    seen = Counter()
+def _global(plan: EpochPlan) -> np.ndarray:
+    return plan.positions(range(plan.steps), 0, plan.global_batch).reshape(plan.steps, plan.global_batch)
+
+
+def _by_readers(plan: EpochPlan, world: int, workers: int, first: int = 0) -> dict[int, list[int]]:
+    """Each step's global batch as the readers of one topology make it, ranks in rank order."""
+    batch = plan.global_batch // world
+    out: dict[int, list[int]] = {}
     for rank in range(world):
-        n = 0
-        for worker in range(workers):
-            for run in partition.runs_for(sizes, rank, world, worker, workers, 7, epoch, equalize):
-                assert 0 <= run.first < run.stop <= sizes[run.shard]
-                for i in range(run.first, run.stop):
-                    seen[(run.shard, i)] += 1
-                n += len(run)
-        per_rank[rank] = n
-    return per_rank, seen
+        for worker in range(max(1, workers)):
+            steps = partition.reader_steps(plan.steps, first, worker, workers)
+            got = plan.positions(steps, *partition.rank_slots(rank, batch)).reshape(len(steps), batch)
+            for k, row in zip(steps, got.tolist()):
+                out.setdefault(k, []).extend(row)  # ranks run in order, so rank r's slots come r-th
+    return out
 
 
-@pytest.mark.parametrize("sizes", [[10, 7, 13, 1, 9], [5], [3, 3], [100, 1, 1, 1]])
-@pytest.mark.parametrize("world", [1, 2, 3, 4])
-@pytest.mark.parametrize("workers", [1, 2, 3])
-@pytest.mark.parametrize("epoch", [0, 1])
-def test_every_sample_once_and_equal_counts(sizes, world, workers, epoch):
-    total = sum(sizes)
-    per_rank, seen = _read(sizes, world, workers, epoch, "pad")
-    assert set(per_rank.values()) == {-(-total // world)}
-    assert set(seen) == {(s, i) for s in range(len(sizes)) for i in range(sizes[s])}
-    assert sum(seen.values()) - total == world * -(-total // world) - total  # only the padding repeats
-
-    per_rank, seen = _read(sizes, world, workers, epoch, "drop")
-    assert set(per_rank.values()) == {total // world}
-    assert max(seen.values(), default=1) == 1 and sum(seen.values()) == world * (total // world)
+@pytest.mark.parametrize("total", [1000, 999, 37])
+@pytest.mark.parametrize(("global_batch", "partitions"), [(16, 8), (16, 3), (12, 16), (1, 8)])
+def test_an_epoch_reads_every_position_once_and_pads_less_than_one_global_batch(total, global_batch, partitions):
+    plan = EpochPlan(total, global_batch, partitions, window=50, seed=1, epoch=2)
+    seen = _global(plan).ravel()
+    assert sorted(seen.tolist()) == list(range(plan.steps * global_batch))
+    assert 0 <= plan.steps * global_batch - total < global_batch
+    drop = EpochPlan(total, global_batch, partitions, window=50, seed=1, epoch=2, equalize="drop")
+    assert drop.steps == total // global_batch
 
 
-def test_fewer_shards_than_readers_still_splits_the_samples():
-    per_rank, seen = _read([12], world=2, workers=3, epoch=0, equalize="pad")
-    assert per_rank == {0: 6, 1: 6} and len(seen) == 12
+@pytest.mark.parametrize("world", [1, 2, 4, 8, 3])
+@pytest.mark.parametrize("workers", [0, 1, 2, 3])
+def test_the_global_batches_are_the_same_at_every_world_size_and_worker_count(world, workers):
+    g = 24
+    plan = EpochPlan(1000, g, 8, window=64, seed=5, epoch=1)
+    expected = _global(plan)
+    got = _by_readers(plan, world, workers)
+    assert sorted(got) == list(range(plan.steps))
+    assert all(got[k] == expected[k].tolist() for k in got)
+
+
+@pytest.mark.parametrize(("world", "workers"), [(4, 2), (2, 0), (1, 3), (8, 1)])
+def test_a_run_stopped_at_step_k_resumes_there_at_any_topology(world, workers):
+    plan = EpochPlan(1000, 16, 8, window=64, seed=5, epoch=1)
+    expected = _global(plan)
+    got = _by_readers(plan, world, workers, first=23)
+    assert sorted(got) == list(range(23, plan.steps))
+    assert all(got[k] == expected[k].tolist() for k in got)
+
+
+def test_a_rank_reads_only_the_partitions_its_slots_fall_in():
+    total, g, parts = 4000, 32, 8
+    plan = EpochPlan(total, g, parts, window=100, seed=0, epoch=0)
+    stretch = plan.steps * g // parts  # each partition owns one consecutive stretch of positions
+    for world in (2, 4, 8, 16):
+        for rank in range(world):
+            mine = plan.positions(range(plan.steps), *partition.rank_slots(rank, g // world))
+            owners = set((mine // stretch).tolist())
+            assert len(owners) == max(1, parts // world), (world, rank, owners)
+
+
+def test_windows_permute_within_a_partition_and_change_with_the_epoch():
+    a = EpochPlan(800, 8, 2, window=100, seed=3, epoch=0)
+    b = EpochPlan(800, 8, 2, window=100, seed=3, epoch=1)
+    plain = EpochPlan(800, 8, 2, window=0, seed=3, epoch=0)
+    # partition 0 gives slots 0..3: its first 25 steps read its first window of 100 positions
+    first = a.positions(range(25), 0, 4)
+    assert sorted(first.tolist()) == list(range(100)) and first.tolist() != list(range(100))
+    assert first.tolist() != b.positions(range(25), 0, 4).tolist()
+    assert plain.positions(range(25), 0, 4).tolist() == list(range(100))
+    assert a.positions(range(25), 0, 4).tolist() == first.tolist()  # the same seed and epoch: the same order
 
 
 def test_shard_order_is_seeded_by_seed_and_epoch():
@@ -51,6 +88,8 @@ def test_shard_order_is_seeded_by_seed_and_epoch():
     assert sorted(partition.shard_order(20, 1, 3)) == list(range(20))
 
 
-def test_worker_spans_tile_the_rank():
-    spans = [partition.worker_span(10, 3, w) for w in range(3)]
-    assert spans == [(0, 4), (4, 7), (7, 10)]
+@pytest.mark.parametrize("bad", [dict(global_batch=0), dict(partitions=0), dict(window=-1), dict(equalize="trim")])
+def test_bad_plans_are_one_error(bad):
+    args = dict(total=10, global_batch=4, partitions=2, window=3, seed=0, epoch=0) | bad
+    with pytest.raises(InvalidInput):
+        EpochPlan(**args)

@@ -1,4 +1,4 @@
-"""PackReader: samples by offset out of cached shards, or cut from a shard as it arrives."""
+"""PackReader: samples by offset out of mapped shards, pinned in a cache while mapped."""
 
 from __future__ import annotations
 
@@ -6,29 +6,7 @@ import io
 
 import pytest
 
-from rayform.errors import IntegrityError
 from rayform.read.reader import PackReader
-
-
-class Arriving:
-    """A shard read front to back in small reads, as ShardStream hands it over."""
-
-    def __init__(self, data: bytes, what: str = "shard 0", most: int = 7_000):
-        self._f, self.what, self.pos, self.most = io.BytesIO(data), what, 0, most
-        self.reads = 0
-
-    def read(self, n: int = -1) -> bytes:
-        parts = []
-        while n != 0:
-            part = self._f.read(self.most if n < 0 else min(n, self.most))
-            if not part:
-                break
-            parts.append(part)
-            n -= len(part) if n > 0 else 0
-        self.reads += 1
-        data = b"".join(parts)
-        self.pos += len(data)
-        return data
 
 
 @pytest.fixture(scope="module")
@@ -57,26 +35,7 @@ def _plain(samples):
     return [(key, {m: bytes(v) for m, v in members.items()}) for key, members in samples]
 
 
-def test_a_shard_cut_as_it_arrives_gives_what_the_cached_copy_gives(packed):
-    pack, reader, shards = packed
-    first = _first_rows(pack)
-    for n, sh in enumerate(pack.shards):
-        ids = range(first[n], first[n] + sh.samples)
-        assert _plain(reader.stream_many(Arriving(shards[n]), ids)) == _plain(reader.raw_many(ids))
-
-
-def test_a_run_from_mid_shard_reads_past_the_samples_before_it(packed):
-    pack, reader, shards = packed
-    base = _first_rows(pack)[1]
-    ids = range(base + 3, base + pack.shards[1].samples - 2)
-    shard = Arriving(shards[1])
-    got = _plain(reader.stream_many(shard, ids))
-    assert [k for k, _ in got] == [f"{pack.slice_id}#{i}" for i in ids]
-    assert got == _plain(reader.raw_many(ids))
-    assert 0 < shard.pos < len(shards[1])  # what follows the run is left for the caller to verify
-
-
-def test_the_cut_agrees_with_webdataset_reading_the_same_tar(packed):
+def test_the_index_agrees_with_webdataset_reading_the_same_tar(packed):
     """The index and the tar layout say the same thing: any webdataset pipeline reads a pack."""
     import webdataset as wds
 
@@ -85,12 +44,26 @@ def test_the_cut_agrees_with_webdataset_reading_the_same_tar(packed):
     for n, sh in enumerate(pack.shards):
         src = wds.tariterators.tar_file_expander([{"url": f"shard{n}", "stream": io.BytesIO(shards[n])}])
         by_tar = [{m: s[m] for m in pack.members} for s in wds.tariterators.group_by_keys(src, lcase=False)]
-        by_index = [m for _, m in _plain(reader.stream_many(Arriving(shards[n]), range(first[n], first[n] + sh.samples)))]
+        by_index = [m for _, m in _plain(reader.raw_many(range(first[n], first[n] + sh.samples)))]
         assert by_index == by_tar
 
 
-def test_a_shard_shorter_than_its_index_says_is_one_error_naming_it(packed):
-    pack, reader, shards = packed
+def test_a_mapped_shard_of_a_cache_is_pinned_until_released(tmp_path):
+    """Eviction never deletes a shard a reader has mapped; once released, it may."""
+    import rayform
+    from rayform.converters.demo import DemoConfig, ingest_demo
+    from rayform.store import eviction
+
+    client = rayform.Client("memory://pinned", cache=tmp_path / "cache")
+    s = client.slices.create(ingest_demo(client, "lab", DemoConfig(episodes=1, seconds=2.0, image_size=32)), name="p")
+    pack = client.pack(s, 10, workers=1, progress=False)
+    store = client.store
+    assert store.cache is not None
+    reader = PackReader(store, pack, pack.members)
     ids = range(0, pack.shards[0].samples)
-    with pytest.raises(IntegrityError, match=rf"{pack.slice_id}: shard 0 ended at byte \d+, but sample \d+ lies at"):
-        list(reader.stream_many(Arriving(shards[0][: len(shards[0]) // 2]), ids))
+    before = _plain(reader.raw_many(ids))
+    path = store.cache.blob_path(pack.shards[0].sha256)
+    assert eviction.evict(path) is None and path.exists()
+    reader.release(0)
+    assert eviction.evict(path) == pack.shards[0].bytes and not path.exists()
+    assert _plain(reader.raw_many(ids)) == before  # fetched again on the next read

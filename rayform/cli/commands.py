@@ -6,9 +6,11 @@ import argparse
 import json
 from typing import Any
 
+from rayform import names
 from rayform.client import Client
 from rayform.errors import InvalidInput, PackNotFound
-from rayform.pack import PackSpec, parse_size
+from rayform.pack import PackSpec
+from rayform.sizes import format_size, parse_size
 from rayform.verify import pack_blobs, slice_blobs
 from rayform.verify import verify as verify_blobs
 
@@ -30,14 +32,6 @@ def storage_options(pairs: list[str]) -> dict[str, Any]:
         except ValueError:
             out[key.strip()] = value
     return out
-
-
-def _fmt_bytes(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if n < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    raise AssertionError
 
 
 def demo(args: argparse.Namespace) -> int:
@@ -95,7 +89,7 @@ def slices_show(args: argparse.Namespace) -> int:
     print(f"packs ({len(packs)}):")
     for p in packs:
         size = sum(sh.bytes for sh in p.shards)
-        print(f"  {p.key}  {p.samples} samples in {len(p.shards)} shards ({_fmt_bytes(size)}), "
+        print(f"  {p.key}  {p.samples} samples in {len(p.shards)} shards ({format_size(size)}), "
               f"horizon {p.spec.max_horizon}, images {p.spec.image_codec}, dropped {p.dropped['instants']}")
     return 0
 
@@ -129,11 +123,11 @@ def pack(args: argparse.Namespace) -> int:
     p = pack_slice(s, spec, workers=args.workers, progress=not args.quiet, force=args.force)
     size = sum(sh.bytes for sh in p.shards)
     print(f"pack {p.key} of {s.id}: {p.samples} samples at {p.fps} fps in {len(p.shards)} shards "
-          f"({_fmt_bytes(size)})")
+          f"({format_size(size)})")
     dropped = ", ".join(f"{k} {v}" for k, v in p.dropped["by_stream"].items() if v)
     print(f"dropped {p.dropped['instants']} of {p.instants} instants as stale" + (f" ({dropped})" if dropped else ""))
     for sh in p.shards:
-        print(f"  {sh.sha256}  {sh.samples:6d} samples  {_fmt_bytes(sh.bytes)}")
+        print(f"  {sh.sha256}  {sh.samples:6d} samples  {format_size(sh.bytes)}")
     return 0
 
 
@@ -151,7 +145,7 @@ def verify(args: argparse.Namespace) -> int:
     for problem in report.problems:
         print(f"BAD  {problem}")
     state = "ok" if report.ok else f"{len(report.problems)} bad"
-    print(f"{s.id}: {report.blobs} blobs, {_fmt_bytes(report.bytes)} re-hashed: {state}")
+    print(f"{s.id}: {report.blobs} blobs, {format_size(report.bytes)} re-hashed: {state}")
     return 0 if report.ok else 1
 
 
@@ -164,7 +158,7 @@ def pull(args: argparse.Namespace) -> int:
     if report.local:
         print(f"{report.slice_id}: the store {client.store.display} is local; nothing to fetch ({packs})")
         return 0
-    print(f"{report.slice_id}: fetched {report.fetched} blobs ({_fmt_bytes(report.bytes)}), "
+    print(f"{report.slice_id}: fetched {report.fetched} blobs ({format_size(report.bytes)}), "
           f"{report.present} already cached, into {client.store.cache.root if client.store.cache else '?'} ({packs})")
     return 0
 
@@ -176,7 +170,7 @@ def cache(args: argparse.Namespace) -> int:
     c = ShardCache(args.cache)
     size, files = c.size()
     print(f"cache: {c.root}")
-    print(f"size:  {_fmt_bytes(size)} in {files} blobs")
+    print(f"size:  {format_size(size)} in {files} blobs")
     for store in cache_summary(c):
         print(f"store {store['store']}:")
         for s in store["slices"]:
@@ -184,6 +178,36 @@ def cache(args: argparse.Namespace) -> int:
             state = ", ".join(f"{p['key']} {p['have']}/{p['of']}" for p in s["packs"]) or "no packs"
             mark = "whole" if whole else "partial"
             print(f"  {s['id']}  {mark:7}  {state}")
+    return 0
+
+
+def _evicted(what: str, found: Any, cache: Any) -> None:
+    size, files = cache.size()
+    kept = f"; {found.pinned} in use by a reader kept" if found.pinned else ""
+    print(f"{what}: evicted {found.files} blobs ({format_size(found.bytes)}){kept}; "
+          f"the cache holds {format_size(size)} in {files} blobs")
+
+
+def cache_prune(args: argparse.Namespace) -> int:
+    from rayform.store.cache import ShardCache
+
+    c = ShardCache(args.cache)
+    _evicted(f"prune {c.root} to {args.to}", c.prune(args.to), c)
+    return 0
+
+
+def cache_clean(args: argparse.Namespace) -> int:
+    from rayform.pull import cached_blobs_of
+    from rayform.store.cache import ShardCache
+
+    c = ShardCache(args.cache)
+    if args.slice is None:
+        _evicted(f"clean {c.root}", c.clean(), c)
+        return 0
+    digests = cached_blobs_of(c, names.slice_id(args.slice, "slice"))
+    if not digests:
+        raise InvalidInput(f"{args.slice}: the cache {c.root} holds no pack of it. See what it holds: rayform cache")
+    _evicted(f"clean {args.slice}", c.clean(digests), c)
     return 0
 
 

@@ -111,8 +111,15 @@ def _parser() -> argparse.ArgumentParser:
     pl.add_argument("--fps", type=float, help="only the pack at this fps (default: all packs)")
     pl.set_defaults(run=c.pull)
 
-    _command(sub, common, "cache", help="where the cache is, how big, which slices it holds whole").set_defaults(
-        run=c.cache)
+    ca = _command(sub, common, "cache", help="where the cache is, how big, which slices it holds whole; prune or clean it")
+    ca.set_defaults(run=c.cache)
+    cache_sub = ca.add_subparsers(dest="cache_action", required=False, metavar="ACTION")
+    pr = _command(cache_sub, common, "prune", help="evict least-recently-used blobs until the cache fits in a size")
+    pr.add_argument("--to", required=True, metavar="SIZE", help="the size to fit in, e.g. 50GB or 200GiB")
+    pr.set_defaults(run=c.cache_prune)
+    cl = _command(cache_sub, common, "clean", help="evict a slice's packs from the cache, or everything")
+    cl.add_argument("slice", nargs="?", help="the slice whose cached packs go (default: the whole cache)")
+    cl.set_defaults(run=c.cache_clean)
 
     v = _command(sub, common, "verify", help="re-hash every blob of a slice and its packs")
     v.add_argument("slice")

@@ -4,6 +4,7 @@ and the readers import this package; it imports neither."""
 
 from rayform.pack.manifest import Pack, ShardInfo
 from rayform.pack.packs import Packs
-from rayform.pack.spec import PackSpec, parse_size
+from rayform.pack.spec import PackSpec
+from rayform.sizes import parse_size
 
 __all__ = ["Pack", "PackSpec", "Packs", "ShardInfo", "parse_size"]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 import numbers
-import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -13,19 +12,6 @@ from rayform.store.files import canonical_json, sha256_hex
 
 CODECS = ("keep", "jpeg", "png")
 PACK_FORMAT = "rayform.pack/1"
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?i?b?)?\s*$", re.I)
-_UNITS = {"": 1, "b": 1, "k": 1e3, "kb": 1e3, "kib": 1 << 10, "m": 1e6, "mb": 1e6, "mib": 1 << 20,
-          "g": 1e9, "gb": 1e9, "gib": 1 << 30, "t": 1e12, "tb": 1e12, "tib": 1 << 40}
-
-
-def parse_size(text: str | int) -> int:
-    """``64MB``, ``512KiB``, ``1e6`` or an int, in bytes."""
-    if isinstance(text, int) and not isinstance(text, bool):
-        return text
-    m = _SIZE.match(str(text)[:40])
-    if not m or m.group(2).lower() not in _UNITS:
-        raise InvalidInput(f"size {text!r}: write it like 64MB, 512KiB or 1000000")
-    return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
 
 
 MIN_FPS, MAX_FPS = 0.001, 10_000

@@ -8,8 +8,8 @@ sampled without replacement. Everything is a pure function of (sizes, weights, s
 The epoch is a sequence of ``N`` slots; slot ``k`` belongs to part ``p`` where ``P(k)`` (a
 seeded permutation of the slots) falls in part ``p``'s share ``[C_p−1, C_p)`` of the counts.
 Random access (the map-style dataset) reads slot ``k`` as position ``P(k) − C_p−1`` of part
-``p``; a stream gives each part's slots its part's positions in slot order, so a reader of
-consecutive slots reads a consecutive range of every part (shards front to back).
+``p``; a stream gives each part's slots its part's positions in slot order (``ranks``), so a
+reader of consecutive slots reads a consecutive range of every part (shards front to back).
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ from rayform.errors import InvalidInput
 from rayform.permutation import Permutation
 
 SALT = 0x313C
+_CHUNK = 4096  # slots per entry of the table of counts before each chunk
+_CACHED_CHUNKS = 64
 
 
 def check_weights(weights: Sequence[float] | np.ndarray) -> np.ndarray:
@@ -56,6 +58,8 @@ class MixtureOrder:
         self.total = int(self.ends[-1])
         self._slots = Permutation(self.total, seed, epoch, SALT)
         self._within = [Permutation(int(s), seed, epoch, SALT + 1 + i) for i, s in enumerate(self.sizes)]
+        self._table: np.ndarray | None = None
+        self._chunks: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
     def parts_of(self, slots: np.ndarray) -> np.ndarray:
         """The part each slot belongs to."""
@@ -72,10 +76,38 @@ class MixtureOrder:
             samples[mine] = self._within[p](position[mine] % self.sizes[p])
         return parts, samples
 
-    def before(self, slot: int) -> np.ndarray:
-        """How many of the slots ``[0, slot)`` each part has (in blocks: memory stays small)."""
-        out = np.zeros(len(self.sizes), np.int64)
-        step = 1 << 20
-        for start in range(0, slot, step):
-            out += np.bincount(self.parts_of(np.arange(start, min(slot, start + step))), minlength=len(self.sizes))
-        return out
+    def ranks(self, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(part, how many earlier slots that part has)`` of each slot: the stream's position in its part.
+
+        Counts before every ``_CHUNK``-th slot are tabled once (one pass over the epoch, memory
+        ``N/4096`` rows); within a chunk they are counted, and recent chunks kept."""
+        s = np.asarray(slots, np.int64)
+        if self._table is None:
+            self._table = np.zeros((self.total // _CHUNK + 1, len(self.sizes)), np.int64)
+            for i in range(1, len(self._table)):
+                chunk = self.parts_of(np.arange((i - 1) * _CHUNK, i * _CHUNK))
+                self._table[i] = self._table[i - 1] + np.bincount(chunk, minlength=len(self.sizes))
+        parts, out = np.empty_like(s), np.empty_like(s)
+        chunk_of = s // _CHUNK
+        for c in np.unique(chunk_of).tolist():
+            mine = chunk_of == c
+            chunk_parts, chunk_ranks = self._chunk(c)
+            offset = s[mine] - c * _CHUNK
+            parts[mine] = chunk_parts[offset]
+            out[mine] = chunk_ranks[offset]
+        return parts, out
+
+    def _chunk(self, c: int) -> tuple[np.ndarray, np.ndarray]:
+        """Each slot of chunk ``c``: its part and its rank in that part."""
+        got = self._chunks.get(c)
+        if got is None:
+            assert self._table is not None
+            if len(self._chunks) >= _CACHED_CHUNKS:
+                self._chunks.clear()
+            parts = self.parts_of(np.arange(c * _CHUNK, min(self.total, (c + 1) * _CHUNK)))
+            ranks = np.empty_like(parts)
+            for p in range(len(self.sizes)):
+                mine = parts == p
+                ranks[mine] = self._table[c, p] + np.arange(int(mine.sum()))
+            got = self._chunks[c] = (parts, ranks)
+        return got

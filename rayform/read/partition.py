@@ -1,90 +1,123 @@
-"""Who reads what in one epoch of a stream: pure functions of sizes, topology, seed and epoch.
+"""Who reads what in one epoch of a stream: pure functions of the epoch's size, the global
+batch, the number of partitions, the seed and the epoch, never of the world size or the
+number of DataLoader workers. No I/O.
 
-The epoch's global order is the pack's shards in an order seeded by (seed, epoch), each
-shard's samples in file order. Rank ``r`` takes the ``per_rank`` consecutive positions
-starting at ``r * per_rank`` (wrapping round to the start when padding), and its workers
-split that range into consecutive parts (the first ones one longer when it does not divide).
-So in one epoch every sample is read exactly once across all ranks and workers (up to the
-padding or drop that makes every rank's count equal), fewer shards than readers still
-works (a shard can be split between readers), and every rank yields the same number of
-samples, so DDP never waits on a rank that ran out. No I/O.
+An epoch is ``K`` global batches of ``G`` samples (``G`` = per-rank batch × world size;
+``K`` = ⌈N/G⌉ with ``equalize="pad"``, ⌊N/G⌋ with ``"drop"``), over the positions
+``0 … K·G−1`` of the epoch's order of samples (``read.epoch``; positions past its end wrap
+round to its start, so padding repeats its first samples and pads fewer than ``G``).
+
+The positions are cut into ``P`` canonical partitions. Partition ``c`` gives
+``b_c = ⌊(c+1)G/P⌋ − ⌊cG/P⌋`` samples to every global batch and owns the consecutive
+positions ``[K·⌊cG/P⌋, K·⌊(c+1)G/P⌋)``: a stretch of the epoch order, so of a few shards.
+Inside a partition, consecutive windows of ``window`` positions are each permuted (seeded
+by seed, epoch, partition and window).
+
+Global batch ``k`` is, partition after partition, each partition's items
+``[k·b_c, (k+1)·b_c)``. Rank ``r`` of ``R`` takes its ``G/R`` consecutive slots of it, so
+the global batch concatenated over the ranks in rank order is the same at every world size,
+and a rank reads only the partitions its slots fall in (about ``P/R`` of them, or one shared
+with ``R/P − 1`` other ranks). Worker ``w`` of ``n`` makes the rank's steps
+``k ≡ w (mod n)``: a DataLoader hands out its workers' batches round robin, so the rank's
+batches come out in step order whatever ``n`` is. A run stopped after ``k`` global batches
+resumes at step ``k`` at any world size and any worker count.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
 from rayform.errors import InvalidInput
+from rayform.permutation import Permutation
 
 EQUALIZE = ("pad", "drop")
+_WINDOW_SALT = 0x57 << 56
+_CACHED_WINDOWS = 1024
 
 
-@dataclass(frozen=True)
-class Run:
-    """Samples ``[first, stop)`` of shard ``shard`` (the shard's own sample numbering)."""
-
-    shard: int
-    first: int
-    stop: int
-
-    def __len__(self) -> int:
-        return self.stop - self.first
+def steps(total: int, global_batch: int, equalize: str = "pad") -> int:
+    """Global batches in an epoch of ``total`` samples."""
+    if equalize not in EQUALIZE:
+        raise InvalidInput(f"equalize {equalize!r}: one of {EQUALIZE}")
+    return -(-total // global_batch) if equalize == "pad" else total // global_batch
 
 
 def shard_order(n_shards: int, seed: int, epoch: int) -> np.ndarray:
+    """The shards of a pack in the order an epoch lays them out, seeded by (seed, epoch)."""
     rng = np.random.default_rng([seed & (2**63 - 1), epoch & (2**63 - 1), 0x5A4D])
     return rng.permutation(n_shards)
 
 
-def per_rank(total: int, world_size: int, equalize: str = "pad") -> int:
-    """Samples each rank yields in an epoch."""
-    if equalize not in EQUALIZE:
-        raise InvalidInput(f"equalize {equalize!r}: one of {EQUALIZE}")
-    return -(-total // world_size) if equalize == "pad" else total // world_size
+def _whole(name: str, value: object, least: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < least:
+        raise InvalidInput(f"{name} {str(value)[:40]!r}: a whole number, at least {least}")
+    return int(value)
 
 
-def worker_span(count: int, workers: int, worker: int) -> tuple[int, int]:
-    """``[start, stop)`` of a rank's ``count`` positions that ``worker`` reads."""
-    base, extra = divmod(count, workers)
-    start = worker * base + min(worker, extra)
-    return start, start + base + (1 if worker < extra else 0)
+class EpochPlan:
+    """One epoch's global batches: which epoch positions each slot of each step reads."""
+
+    def __init__(self, total: int, global_batch: int, partitions: int, window: int, seed: int, epoch: int,
+                 equalize: str = "pad"):
+        self.total = _whole("samples", total, 0)
+        self.global_batch = _whole("global batch", global_batch, 1)
+        self.partitions = _whole("partitions", partitions, 1)
+        self.window = _whole("shuffle window", window, 0)
+        self.seed, self.epoch = seed, epoch
+        self.steps = steps(self.total, self.global_batch, equalize)
+        # slots [bounds[c], bounds[c+1]) of every global batch belong to partition c
+        self.bounds = np.arange(self.partitions + 1, dtype=np.int64) * self.global_batch // self.partitions
+        self._perms: dict[tuple[int, int], Permutation] = {}
+
+    def __len__(self) -> int:
+        return self.steps
+
+    def positions(self, steps: np.ndarray | list[int] | range, lo: int, hi: int) -> np.ndarray:
+        """Epoch positions of slots ``[lo, hi)`` of each of ``steps``, step after step."""
+        if not 0 <= lo <= hi <= self.global_batch:
+            raise InvalidInput(f"slots [{lo}, {hi}): outside a global batch of {self.global_batch}")
+        k = np.asarray(steps, np.int64)
+        if len(k) and (k.min() < 0 or k.max() >= self.steps):
+            raise InvalidInput(f"steps outside 0..{self.steps - 1}")
+        slots = np.arange(lo, hi, dtype=np.int64)
+        part = np.searchsorted(self.bounds, slots, side="right") - 1
+        width = self.bounds[part + 1] - self.bounds[part]
+        within = (k[:, None] * width[None, :] + (slots - self.bounds[part])[None, :]).ravel()
+        part = np.broadcast_to(part, (len(k), len(slots))).ravel()
+        width = np.broadcast_to(width, (len(k), len(slots))).ravel()
+        return np.asarray(self.steps * self.bounds[part] + self._shuffled(part, within, self.steps * width))
+
+    def _shuffled(self, part: np.ndarray, within: np.ndarray, length: np.ndarray) -> np.ndarray:
+        """Each position inside its partition, permuted within its window."""
+        if self.window <= 1 or not len(within):
+            return within
+        window = within // self.window
+        out = np.empty_like(within)
+        keys, inverse = np.unique(np.stack([part, window]), axis=1, return_inverse=True)
+        inverse = inverse.ravel()
+        for j, (c, w) in enumerate(keys.T.tolist()):
+            mine = inverse == j
+            start = w * self.window
+            size = min(self.window, int(length[mine][0]) - start)
+            out[mine] = start + self._perm(c, w, size)(within[mine] - start)
+        return out
+
+    def _perm(self, part: int, window: int, size: int) -> Permutation:
+        perm = self._perms.get((part, window))
+        if perm is None:
+            if len(self._perms) >= _CACHED_WINDOWS:
+                self._perms.clear()
+            perm = self._perms[(part, window)] = Permutation(size, self.seed, self.epoch,
+                                                             _WINDOW_SALT | part << 32 | window)
+        return perm
 
 
-def runs_for(
-    shard_sizes: list[int] | np.ndarray,
-    rank: int,
-    world_size: int,
-    worker: int,
-    workers: int,
-    seed: int,
-    epoch: int,
-    equalize: str = "pad",
-) -> list[Run]:
-    """The runs one reader streams this epoch, in order."""
-    sizes = np.asarray(shard_sizes, np.int64)
-    total = int(sizes.sum())
-    if total == 0:
-        return []
-    count = per_rank(total, world_size, equalize)
-    lo, hi = worker_span(count, workers, worker)
-    return runs_between(sizes, shard_order(len(sizes), seed, epoch), rank * count + lo, rank * count + hi)
+def rank_slots(rank: int, batch: int) -> tuple[int, int]:
+    """The slots ``[lo, hi)`` of every global batch that ``rank`` reads (``batch`` per rank)."""
+    return rank * batch, (rank + 1) * batch
 
 
-def runs_between(sizes: np.ndarray, order: np.ndarray, pos: int, stop: int) -> list[Run]:
-    """The runs that hold positions ``[pos, stop)`` of the sequence of shards ``order``, each
-    read front to back, repeated as often as needed (positions wrap round)."""
-    sizes = np.asarray(sizes, np.int64)
-    total = int(sizes.sum())
-    ends = np.cumsum(sizes[order])
-    starts = ends - sizes[order]
-    out: list[Run] = []
-    while pos < stop:
-        g = pos % total  # padding wraps round to the start of the epoch's order
-        i = int(np.searchsorted(ends, g, side="right"))
-        first = g - int(starts[i])
-        take = min(int(sizes[order[i]]) - first, stop - pos)
-        out.append(Run(int(order[i]), first, first + take))
-        pos += take
-    return out
+def reader_steps(n_steps: int, first: int, worker: int, workers: int) -> range:
+    """The steps a reader makes from ``first`` on: ``worker`` of ``workers`` takes every
+    ``workers``-th, starting ``worker`` after ``first``."""
+    return range(first + worker, n_steps, max(1, workers))

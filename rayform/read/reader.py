@@ -1,13 +1,15 @@
-"""Sample i's members by offset: out of memory-mapped shards, or cut from a shard arriving.
+"""Sample i's members by offset, out of memory-mapped shards.
 
 The offset index and the shards are memory-mapped, never copied into the process, so a
 DataLoader worker's memory stays flat however large the slice is: pages are the OS's page
 cache, shared by every worker. Whole shards come into the cache on first use (remote
-stores); samples are then read by offset.
+stores; ``fetch`` brings one ahead of use); samples are then read by offset, so no tar
+header is parsed (Python's tarfile costs about 80 µs a member, a quarter of a first
+epoch's time on small images); the tar layout is there for every other reader.
 
-A shard streamed from the store is cut by the same index as its bytes arrive, so no tar
-header is parsed on either path (Python's tarfile costs about 80 µs a member, a quarter
-of a first epoch's time on small images); the tar layout is there for every other reader.
+A mapped shard of a cache is pinned (``ShardCache.pin``): no eviction deletes it while it
+is mapped here. At most ``MAX_MAPS`` stay mapped (least recently used dropped first), and
+a streaming reader drops each as soon as it is through with it (``release``).
 
 Everything opened is owned by the process that opened it: after a fork, the child drops
 the parent's maps and opens its own on first use.
@@ -17,28 +19,21 @@ from __future__ import annotations
 
 import mmap
 import os
-from collections.abc import Iterator, Sequence
+from collections import OrderedDict
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
 from rayform.codec import records
-from rayform.errors import IntegrityError, Malformed
+from rayform.errors import Malformed, StoreError
 from rayform.pack.manifest import Pack
 from rayform.store.cached import CachedStore, StoreRef
+from rayform.store.eviction import Pin
+from rayform.store.fetch import Retry
 
-
-class ArrivingShard(Protocol):
-    """A shard read front to back (``ShardStream``): ``read(n)`` gives ``n`` bytes, fewer only at its end."""
-
-    what: str
-    pos: int
-
-    def read(self, n: int = -1) -> bytes: ...
-
-
-SKIP_CHUNK = 1 << 20
+MAX_MAPS = 256  # shards kept mapped (and pinned) per reader; each costs a file descriptor
 
 
 class PackReader:
@@ -56,7 +51,7 @@ class PackReader:
         self._store: CachedStore | None = None
         self._index: np.ndarray | None = None
         self._chunks: bytes | None = None
-        self._maps: dict[int, mmap.mmap] = {}
+        self._maps: OrderedDict[int, tuple[mmap.mmap, Pin | None]] = OrderedDict()
 
     def __getstate__(self) -> dict[str, Any]:
         return {"_store_ref": self._store_ref, "pack": self.pack, "members": self.members, "_cols": self._cols}
@@ -124,18 +119,43 @@ class PackReader:
             raise Malformed(f"index of {self.pack.slice_id}: a row names a shard outside 0..{len(self.pack.shards) - 1}")
         return shard
 
+    def fetch(self, shard: int, retry: Retry = Retry()) -> Path:
+        """Bring shard ``shard`` into the cache (its verified local copy if it is there)."""
+        info = self.pack.shards[shard]
+        return self.store.fetch(info.sha256, info.bytes, self.what(f"shard {shard}", info.sha256), retry,
+                                self.shard_chunks(shard), self.pack.chunk_bytes, self.pull)
+
     def shard_map(self, shard: int) -> mmap.mmap:
         self._owned()
-        m = self._maps.get(shard)
-        if m is None:
-            path = self._local(self.pack.shards[shard].sha256, f"shard {shard}")
-            with open(path, "rb") as f:
-                # MAP_POPULATE maps the whole (page-cached) shard in one call instead of a
-                # page fault per 4 KiB on first touch.
-                m = mmap.mmap(f.fileno(), 0, flags=mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0),
-                              prot=mmap.PROT_READ)
-            self._maps[shard] = m
+        held = self._maps.get(shard)
+        if held is not None:
+            self._maps.move_to_end(shard)
+            return held[0]
+        digest = self.pack.shards[shard].sha256
+        cache = self.store.cache
+        for _ in range(3):
+            path = self._local(digest, f"shard {shard}")
+            pin = cache.pin(digest) if cache is not None else None
+            if cache is None or pin is not None:
+                break
+        else:
+            raise StoreError(f"{self.what(f'shard {shard}', digest)}: evicted from {cache} as soon as it was "
+                             "fetched, three times. Raise the cache limit (RAYFORM_CACHE_LIMIT) above what is read at once")
+        with open(path, "rb") as f:
+            # MAP_POPULATE maps the whole (page-cached) shard in one call instead of a
+            # page fault per 4 KiB on first touch. The pin's descriptor is the pinned file.
+            m = mmap.mmap(pin.fd if pin is not None and pin.fd is not None else f.fileno(), 0,
+                          flags=mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0), prot=mmap.PROT_READ)
+        self._maps[shard] = (m, pin)
+        while len(self._maps) > MAX_MAPS:
+            self.release(next(iter(self._maps)))
         return m
+
+    def release(self, shard: int) -> None:
+        """Unpin and unmap a shard (the map closes once no sample still views it)."""
+        held = self._maps.pop(shard, None)
+        if held is not None and held[1] is not None:
+            held[1].release()
 
     def raw(self, i: int) -> tuple[str, dict[str, Any]]:
         """Sample ``i``'s key and its members as zero-copy views into the shard."""
@@ -150,26 +170,6 @@ class PackReader:
             members = {m: view[row[c] : row[c] + row[c + 1]] for m, c in zip(self.members, self._cols)}
             out.append((f"{self.pack.slice_id}#{i}", members))
         return out
-
-    def stream_many(self, shard: ArrivingShard, ids: range) -> Iterator[tuple[str, dict[str, Any]]]:
-        """``raw_many`` for consecutive samples ``ids`` of one shard, cut from ``shard`` as it
-        arrives: each sample's bytes are read once, its members are views into them, and the
-        bytes before the first sample are read past (the caller reads the rest, to verify)."""
-        rows = self.rows(np.arange(ids.start, ids.stop)).tolist()
-        for i, row in zip(ids, rows):
-            start, end = row[1], row[2]
-            while shard.pos < start:
-                if not shard.read(min(SKIP_CHUNK, start - shard.pos)):
-                    break
-            span = shard.read(end - start) if shard.pos == start else b""
-            if len(span) != end - start:
-                raise IntegrityError(
-                    f"{self.pack.slice_id}: {shard.what} ended at byte {shard.pos}, but sample {i} lies at "
-                    f"bytes {start}-{end} of it: the shard does not match its pack's index"
-                )
-            view = memoryview(span)
-            members = {m: view[row[c] - start : row[c] - start + row[c + 1]] for m, c in zip(self.members, self._cols)}
-            yield f"{self.pack.slice_id}#{i}", members
 
     @property
     def pull(self) -> str:

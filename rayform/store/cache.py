@@ -4,12 +4,17 @@ Layout under ``~/.cache/rayform`` (or ``RAYFORM_CACHE_DIR``)::
 
     blobs/<aa>/<sha256>                 a verified copy of a blob (shards, indexes, manifests)
     refs/<store id>/refs/...            the last refs read from each store (for offline use)
+    locks/<sha256>                      held while one process fetches that blob
+
+With a ``limit`` (``RAYFORM_CACHE_LIMIT``), room is made before each fetch by evicting the
+least recently used blobs that no process is reading (``rayform.store.eviction``).
 
 A blob is named by its hash, so a cached copy can never go stale. Every file arrives by a
 unique temporary name beside its target and an atomic rename, so any number of processes
 on any number of machines can share one cache over NFS or Lustre: a reader sees a whole
-file or none. Two processes fetching one blob at once both write a whole copy; the second
-rename wins and both copies are valid.
+file or none. A process about to fetch a blob takes its fetch lock, so the others on the
+machine wait for that copy instead of fetching their own (where locks do not reach, both
+write a whole copy; the second rename wins and both copies are valid).
 
 Every copy is verified once per process before it is used (and on arrival): a copy whose
 bytes do not hash to its name is deleted and fetched again. The cache knows nothing of
@@ -18,14 +23,18 @@ stores: what to fetch, and when, is the cached view's (``rayform.store.cached``)
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
 from rayform import config, names
-from rayform.errors import IntegrityError, StoreError
+from rayform.errors import IntegrityError, InvalidInput, StoreError
+from rayform.sizes import parse_size
+from rayform.store import eviction
 from rayform.store.files import (
     STALE_TEMP_SECONDS,
     mark_verified,
@@ -52,10 +61,18 @@ def _usable(root: Path, make: Callable[[], T]) -> T:
 
 
 class ShardCache:
-    """Verified local copies of remote blobs. Cheap to create; holds no open files."""
+    """Verified local copies of remote blobs. Cheap to create; holds no open files.
 
-    def __init__(self, root: str | os.PathLike[str] | None = None):
+    ``limit``: bytes (or ``"200GB"``) the cache makes room within before each fetch; None:
+    ``RAYFORM_CACHE_LIMIT``, else no limit."""
+
+    def __init__(self, root: str | os.PathLike[str] | None = None, limit: int | str | None = None):
         self.root = Path(root) if root is not None else config.cache_dir()
+        if limit is None and config.cache_limit() is not None:
+            limit = parse_size(config.cache_limit() or "", "RAYFORM_CACHE_LIMIT")
+        self.limit = parse_size(limit, "cache limit") if limit is not None else None
+        if self.limit is not None and self.limit < 1:
+            raise InvalidInput(f"cache limit {limit!r}: give a size such as 200GB")
 
     def __repr__(self) -> str:
         return f"ShardCache({str(self.root)!r})"
@@ -79,9 +96,32 @@ class ShardCache:
         unlink_if_present(path)
         return None
 
-    def writer(self, digest: str) -> CacheWriter:
-        """Where a copy of ``digest`` arrives: see :class:`CacheWriter`."""
+    def writer(self, digest: str, size: int = 0) -> CacheWriter:
+        """Where a copy of ``digest`` (``size`` bytes) arrives: see :class:`CacheWriter`.
+        Under a limit, room for it is made first."""
+        if self.limit is not None:
+            eviction.shrink(self.root, self.limit, size)
         return CacheWriter(self, digest)
+
+    def pin(self, digest: str) -> eviction.Pin | None:
+        """Hold the copy of ``digest`` against eviction while it is read (None: not cached)."""
+        try:
+            return eviction.Pin(self.blob_path(digest))
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+
+    @contextlib.contextmanager
+    def fetching(self, digest: str) -> Iterator[None]:
+        """Held while this process fetches ``digest``: the others wait for its copy."""
+        path = self.root / "locks" / names.digest(digest)
+        _usable(self.root, lambda: path.parent.mkdir(parents=True, exist_ok=True))
+        fd = _usable(self.root, lambda: os.open(path, os.O_RDWR | os.O_CREAT, 0o644))
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            unlink_if_present(path)  # a later fetcher makes a new one; at worst two fetch at once
+            os.close(fd)
 
     # -- refs --------------------------------------------------------------------------
     def ref_path(self, store_id: str, key: str) -> Path:
@@ -131,6 +171,22 @@ class ShardCache:
                     total += os.lstat(os.path.join(directory, name)).st_size
                     files += 1
         return total, files
+
+    def prune(self, to: int | str) -> eviction.Evicted:
+        """Evict least-recently-used blobs no process is reading until the cache fits in ``to``."""
+        return eviction.shrink(self.root, parse_size(to, "prune size"))
+
+    def clean(self, digests: Iterable[str] | None = None) -> eviction.Evicted:
+        """Evict the given blobs, or every blob (and the refs kept for offline use) when None;
+        blobs a process is reading are left."""
+        found = eviction.remove(self.root, digests)
+        if digests is None and (self.root / "refs").is_dir():
+            for directory, _, files in os.walk(self.root / "refs", topdown=False, followlinks=False):
+                for name in files:
+                    unlink_if_present(os.path.join(directory, name))
+                with contextlib.suppress(OSError):
+                    os.rmdir(directory)
+        return found
 
     def remove_stale_temporaries(self, older_than: float = STALE_TEMP_SECONDS) -> int:
         """Delete temporaries left by killed processes (ours only; see ``files.is_stale``)."""

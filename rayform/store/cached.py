@@ -4,8 +4,9 @@ As fsspec layers ``filecache::`` over a filesystem, :class:`CachedStore` layers 
 :class:`ShardCache` over a :class:`Store`. It alone owns:
 
 - **a verified local copy of blob D**: a local store's own file, checked once per process;
-  a remote store's copy in the cache, fetched whole (``local_blob``) or streamed while it
-  is written there (``stream``). A bad copy is never used;
+  a remote store's copy in the cache, fetched whole (``local_blob``, ``fetch``: one fetcher
+  per blob on the machine, the others wait for its copy) or streamed while it is written
+  there (``stream``). A bad copy is never used;
 - **refs for offline use**: a remote store's refs are copied into the cache as they are
   read (only once they parse), and read from there when offline;
 - **the offline rule**: with ``RAYFORM_OFFLINE=1`` a non-local store is never reached. What
@@ -39,10 +40,11 @@ class StoreRef:
     url: str
     storage_options: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
     cache_dir: str | None = None
+    cache_limit: int | None = None
 
     def open(self) -> CachedStore:
         return CachedStore(Store(self.url, self.storage_options),
-                           ShardCache(self.cache_dir) if self.cache_dir else None)
+                           ShardCache(self.cache_dir, self.cache_limit) if self.cache_dir else None)
 
 
 class CachedStore:
@@ -89,7 +91,9 @@ class CachedStore:
 
     @property
     def ref(self) -> StoreRef:
-        return StoreRef(self.backend.url, self.backend.storage_options, str(self.cache.root) if self.cache else None)
+        cache = self.cache
+        return StoreRef(self.backend.url, self.backend.storage_options, str(cache.root) if cache else None,
+                        cache.limit if cache else None)
 
     @property
     def offline(self) -> bool:
@@ -173,6 +177,12 @@ class CachedStore:
             raise IntegrityError(f"{what} in {self.display}: its bytes do not match its name "
                                  f"({digest[:16]}). The stored copy is corrupt; re-create it from its source")
         self._reach(what, pull)
+        with self.cache.fetching(digest):
+            found = self.local_copy(digest)  # fetched by another process while we waited
+            return found if found is not None else self._fetch_whole(digest, what, on_bytes)
+
+    def _fetch_whole(self, digest: str, what: str, on_bytes: Callable[[int], Any] | None) -> Path:
+        assert self.cache is not None
         arriving = self.cache.writer(digest)
         try:
             with self.backend.open_blob(digest) as src:
@@ -185,6 +195,26 @@ class CachedStore:
             raise BlobNotFound(f"{what}: not in {self.display}") from None
         finally:
             arriving.discard()
+
+    def fetch(self, digest: str, size: int, what: str, retry: Retry = Retry(), chunks: bytes | None = None,
+              chunk_bytes: int = 0, pull: str = "<slice>") -> Path:
+        """A verified local copy of the blob, fetched as ``stream`` does where there is none
+        (one fetcher per blob on this machine: the others wait for its copy)."""
+        found = self.local_copy(digest)
+        if found is not None:
+            return found
+        if self.cache is None:
+            return self.local_blob(digest, what, pull)  # raises: missing or bad
+        self._reach(what, pull)
+        with self.cache.fetching(digest):
+            found = self.local_copy(digest)
+            if found is None:
+                self.stream(digest, size, what, retry, chunks, chunk_bytes, pull).finish()
+                found = self.local_copy(digest)
+        if found is None:
+            raise IntegrityError(f"{what}: fetched, but its copy in {self.cache.root} is gone or changed; "
+                                 "another process may be cleaning the cache")
+        return found
 
     def stream(self, digest: str, size: int, what: str, retry: Retry = Retry(), chunks: bytes | None = None,
                chunk_bytes: int = 0, pull: str = "<slice>") -> ShardStream:
@@ -199,7 +229,7 @@ class CachedStore:
         self._reach(what, pull)
         return ShardStream(
             digest, size, what, open_at=lambda start: self.backend.read_from(digest, start, retry.timeout_s),
-            arriving=self.cache.writer(digest), origin=self.display, retry=retry, chunks=chunks,
+            arriving=self.cache.writer(digest, size), origin=self.display, retry=retry, chunks=chunks,
             chunk_bytes=chunk_bytes,
         )
 

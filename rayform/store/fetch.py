@@ -9,8 +9,7 @@ naming the shard and the store.
 
 No byte reaches the reader before it is verified: the pack names the sha256 of every
 chunk (1 MiB) of every shard, and the fetcher hands over a chunk only once its bytes
-match, so the first samples of a shard are used before the shard has finished arriving
-and a flipped bit stops the stream at its chunk, before it is decoded. At the shard's end
+match, so a flipped bit stops the stream at its chunk, before anything reads it. At the shard's end
 the whole is checked against its name before it is renamed into the cache. (A pack made
 before chunk digests existed is fetched whole into the cache, verified, then read.)
 """
@@ -65,9 +64,9 @@ class Retry:
 
 
 class ShardStream:
-    """A read-only file object over one shard, read front to back (``PackReader.stream_many``
-    cuts its samples out as it arrives); ``what`` names it in messages, digest included.
-    Made by ``CachedStore.stream``.
+    """A read-only file object over one shard, read front to back; ``what`` names it in
+    messages, digest included. Made by ``CachedStore.stream``; ``CachedStore.fetch`` reads
+    one to its end to bring the shard into the cache.
 
     From the cache it is the local file. From the store, a fetcher thread reads the shard
     front to back (one streaming request where the store allows it), tees it into the

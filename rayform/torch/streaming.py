@@ -12,42 +12,33 @@ import torch
 from torch.utils.data import IterableDataset
 
 from rayform.errors import IntegrityError, InvalidInput
-from rayform.read import order, partition, runs
-from rayform.read.mixture import MixtureOrder
+from rayform.read import partition
+from rayform.read.epoch import EpochOrder
+from rayform.read.partition import EpochPlan
 from rayform.read.reader import PackReader
 from rayform.read.sample import SampleSpec
+from rayform.read.steps import read_steps
 from rayform.recordings.slices import Slice
 from rayform.store.cached import CachedStore
 from rayform.store.fetch import Retry
-from rayform.torch.batch import (
-    BatchBuffer,
-    Sample,
-    collate_samples,
-    default_collate_fn_map,
-)
+from rayform.torch.batch import BatchBuffer, Sample, collate_samples, default_collate_fn_map
 from rayform.torch.packsource import mixture_parts, open_parts, sample_spec
 from rayform.torch.tensors import to_torch
 from rayform.torch.world import Split, World
 
 log = logging.getLogger("rayform")
 
-# Builds one sample: into the given rows of a batch buffer, or into fresh arrays (None).
-Build = Callable[[Mapping[str, np.ndarray] | None], dict[str, Any]]
-
-
 @dataclass(frozen=True)
 class ShuffleConfig:
-    """The shuffle buffer: ``buffer`` samples (0 or 1: none), filled to ``initial`` before the
-    first is drawn. Its seed is the dataset's ``seed``."""
+    """Within each partition of an epoch, consecutive windows of ``window`` samples are
+    permuted (0 or 1: read in the epoch's order). Seeded by the dataset's ``seed``."""
 
-    buffer: int = 1000
-    initial: int = 100
+    window: int = 1000
 
     def __post_init__(self) -> None:
-        for name in ("buffer", "initial"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 1 << 24:
-                raise InvalidInput(f"ShuffleConfig {name} {value!r}: a whole number of samples, 0..{1 << 24}")
+        value = self.window
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 1 << 24:
+            raise InvalidInput(f"ShuffleConfig window {value!r}: a whole number of samples, 0..{1 << 24}")
 
 
 class StreamingEpisodeDataset(IterableDataset[dict[str, Any]]):
@@ -55,32 +46,34 @@ class StreamingEpisodeDataset(IterableDataset[dict[str, Any]]):
 
     Takes the same slice (or weighted mixture of slices) and sample parameters as
     :class:`EpisodeDataset` and yields the very same sample dicts (one builder makes both).
-    Each epoch (``set_epoch``):
 
-    - the shards are put in an order seeded by (seed, epoch), and split into consecutive
-      runs per rank (``torch.distributed`` when initialised, or ``Split(rank, world_size)``)
-      and per DataLoader worker, so every sample is read exactly once across all ranks and
-      workers, and every rank yields ``len(self)`` samples (``Split(equalize=...)``: "pad"
-      repeats the first samples of the epoch's order to fill the last ranks, "drop" leaves
-      out the tail);
-    - each reader cuts its shards' samples by the pack's offset index (no tar parsing), as
-      they arrive or from the cache, through webdataset's shuffle buffer (``ShuffleConfig``,
-      seeded by (seed, epoch, rank, worker)), then the sample builder;
-    - what is streamed is written into the shard cache and verified at each shard's end,
-      so the next epoch reads from disk (``RAYFORM_OFFLINE=1`` holds here too);
-    - a dropped connection or 5xx is retried and resumed at the byte where it stopped.
+    Each epoch (``set_epoch``) is a sequence of global batches of ``G`` = ``batch_size`` ×
+    world size samples (one sample per rank in sample mode), a pure function of the slices,
+    weights, ``seed``, epoch and ``Split(partitions=P)``: the epoch's order lays each pack's
+    shards out in an order seeded by (seed, epoch) and is cut into ``P`` canonical partitions,
+    each a stretch of a few shards permuted in windows (``ShuffleConfig``); every global batch
+    takes its share of each partition (``rayform.read.partition``). A rank (``torch.distributed``
+    when initialised, or ``Split(rank, world_size)``) takes its consecutive slots of every
+    global batch, reading only the partitions they fall in; DataLoader worker ``w`` of ``n``
+    makes the rank's batches ``w, w+n, …``. So with ``batch_size``, the global batches (over
+    the ranks in rank order) are the same at every world size and worker count, and a run
+    resumes at another one (``state_dict``). Every rank yields ``len(self)`` samples per epoch
+    (``Split(equalize=...)``: "pad" repeats the epoch's first samples to fill the last global
+    batch, "drop" leaves out the part of one).
 
-    The same seed, epoch, world size and worker count give the same order in a new
-    process. ``state_dict()``/``load_state_dict()`` resume an epoch after an interruption
-    without repeating or skipping a sample (in the reading process: the main process, or
-    each worker under torchdata's ``StatefulDataLoader``).
+    Shards are fetched into the shard cache a few ahead of use (verified chunk by chunk and
+    whole, resumed at the byte where a connection dropped), then read by offset, so the next
+    epoch reads from disk (``RAYFORM_OFFLINE=1`` holds here too) and the cache can hold a
+    slice larger than its limit (``Client(cache_limit=...)``).
 
     ``batch_size``: yield whole batches instead of samples (use ``DataLoader(batch_size=None)``):
-    each batch is decoded straight into one buffer, with no collation copy; ``len()`` then
-    counts samples still. The last batch of each reader may be smaller.
+    each batch is decoded straight into one buffer, with no collation copy; ``len()`` counts
+    samples still. Needed for a sequence that holds across topologies: in sample mode the
+    DataLoader's batch size is not known here, so the sequence holds across world sizes only
+    with ``num_workers=0``.
 
     Pick it over ``EpisodeDataset`` for slices larger than local disk, or to start
-    training before a slice has been fetched: reads are sequential, one shard at a time.
+    training before a slice has been fetched.
     """
 
     def __init__(
@@ -119,6 +112,7 @@ class StreamingEpisodeDataset(IterableDataset[dict[str, Any]]):
         self.seed = seed
         self.shuffle = shuffle
         self.equalize = split.equalize
+        self.partitions = split.partitions
         self.retry = retry
         self.transform = transform
         self.batch_size = batch_size
@@ -130,16 +124,15 @@ class StreamingEpisodeDataset(IterableDataset[dict[str, Any]]):
         self._explicit = (rank, world_size)
         # one reader per part; each reopens its store and files after a fork
         self._pack_readers = [PackReader(s.store, b.pack, b.pack.members) for s, b in zip(slices, self.builders)]
-        self._pack_reader = self._pack_readers[0]
         for s, reader in zip(slices, self._pack_readers):
             if not s.store.offline:
                 # The offset index and the chunk digests (small) join the cache here, once: workers
-                # then start on their first shard at once, and cached epochs read by offset (offline too).
+                # then start on their first shards at once, and cached epochs read by offset (offline too).
                 _ = reader.index
                 reader.chunk_digests()
         self._epoch = torch.zeros(1, dtype=torch.int64).share_memory_()  # type: ignore[no-untyped-call]
-        self._yielded = 0
-        self._resume_at = 0
+        self._next = 0  # the next step this reader makes
+        self._resume: tuple[int, int | None] = (0, None)  # (step, the worker whose state it is)
 
     def __repr__(self) -> str:
         return f"StreamingEpisodeDataset({self.slice_id}, fps={self.pack.fps:g}, samples/rank={len(self)})"
@@ -148,137 +141,122 @@ class StreamingEpisodeDataset(IterableDataset[dict[str, Any]]):
     def world(self) -> World:
         return World.detect(*self._explicit)
 
+    @property
+    def global_batch(self) -> int:
+        """Samples in one global batch: ``batch_size`` (1 in sample mode) × world size."""
+        return (self.batch_size or 1) * self.world().world_size
+
+    def order(self, epoch: int) -> EpochOrder:
+        sizes = [[s.samples for s in b.pack.shards] for b in self.builders]
+        return EpochOrder(sizes, self.weights, self.seed, epoch)
+
+    def plan(self, epoch: int, global_batch: int | None = None) -> EpochPlan:
+        """The epoch's global batches (``read.partition``)."""
+        total = int(sum(b.pack.samples for b in self.builders))  # a mixture's epoch: its parts' sizes summed
+        return EpochPlan(total, global_batch or self.global_batch, self.partitions, self.shuffle.window,
+                         self.seed, epoch, self.equalize)
+
     def __len__(self) -> int:
-        """Samples each rank yields per epoch (also with ``batch_size``: an upper bound on batches)."""
-        world = World.detect(*self._explicit)
-        return partition.per_rank(sum(b.pack.samples for b in self.builders), world.world_size, self.equalize)
+        """Samples each rank yields per epoch (with ``batch_size``: ``len // batch_size`` batches)."""
+        return self.plan(self.epoch).steps * (self.batch_size or 1)
 
     @property
     def epoch(self) -> int:
         return int(self._epoch[0])
 
     def set_epoch(self, epoch: int) -> None:
-        """Seeds this epoch's shard order and shuffle; reaches forked and persistent workers."""
+        """Seeds this epoch's order; reaches forked and persistent workers."""
         self._epoch[0] = int(epoch)
-        self._yielded = self._resume_at = 0
-
-    def runs(self, world: World, epoch: int) -> list[partition.Run]:
-        return partition.runs_for([s.samples for s in self.pack.shards], world.rank, world.world_size,
-                                  world.worker, world.workers, self.seed, epoch, self.equalize)
+        self._next, self._resume = 0, (0, None)
 
     # -- resumption ----------------------------------------------------------------------
-    def state_dict(self) -> dict[str, int]:
-        return {"epoch": self.epoch, "yielded": self._yielded, "seed": self.seed}
+    def state_dict(self, step: int | None = None) -> dict[str, int]:
+        """Where this epoch stands, as plain data.
+
+        ``step``: the global batches the run has consumed this epoch (what a training loop
+        counts): the state resumes at any world size and worker count, the global batch kept.
+        Without it, this reader's own place: the main process's with ``num_workers=0``, or each
+        worker's under torchdata's ``StatefulDataLoader`` (which resumes the same topology)."""
+        here = self.world()
+        state = {"epoch": self.epoch, "seed": self.seed, "partitions": self.partitions,
+                 "global_batch": self.global_batch}
+        if step is not None:
+            if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+                raise InvalidInput(f"state_dict step {step!r}: the number of global batches consumed, at least 0")
+            return {**state, "step": step}
+        if here.workers > 1:
+            return {**state, "step": self._next, "worker": here.worker, "workers": here.workers}
+        return {**state, "step": self._next}
 
     def load_state_dict(self, state: dict[str, int]) -> None:
-        if state.get("seed", self.seed) != self.seed:
-            raise InvalidInput(f"state_dict: saved with seed {state['seed']}, this dataset has {self.seed}. "
-                               "Make the dataset with the seed of the run it resumes")
+        for key, mine in (("seed", self.seed), ("partitions", self.partitions), ("global_batch", self.global_batch)):
+            if key in state and state[key] != mine:
+                fix = {"seed": "Make the dataset with the seed of the run it resumes",
+                       "partitions": f"Make the dataset with Split(partitions={state[key]})",
+                       "global_batch": "Keep batch_size × world size as it was (e.g. double batch_size on half the ranks)",
+                       }[key]
+                raise InvalidInput(f"state_dict: saved with {key} {state[key]}, this dataset has {mine}. {fix}")
+        if "step" not in state:
+            raise InvalidInput(f"state_dict {sorted(state)}: not a state of a StreamingEpisodeDataset (no 'step')")
+        here = self.world()
+        worker = state.get("worker")
+        if worker is not None and (state.get("workers") != here.workers or worker != here.worker):
+            raise InvalidInput(f"state_dict: a state of DataLoader worker {worker} of {state.get('workers')}, loaded "
+                               f"in worker {here.worker} of {here.workers}. To resume with another number of "
+                               "workers, save dataset.state_dict(step=<global batches consumed>)")
         self._epoch[0] = int(state["epoch"])
-        self._yielded = self._resume_at = int(state["yielded"])
+        self._resume = (int(state["step"]), worker)
+        self._next = int(state["step"])
 
     # -- reading -------------------------------------------------------------------------
     @property
     def store(self) -> CachedStore:
         """The (first) slice's store, opened in this process (never a handle of the parent's)."""
-        return self._pack_reader.store
+        return self._pack_readers[0].store
 
-    def raw_samples(self, world: World | None = None) -> Iterator[dict[str, Any]]:
-        """This reader's raw samples for the epoch, shuffled, before any decoding."""
-        import webdataset as wds
-
+    def raw_steps(self, world: World | None = None) -> Iterator[tuple[int, list[dict[str, Any]]]]:
+        """This reader's steps this epoch, each with its raw samples (before any decoding)."""
         world = world or self.world()
         epoch = self.epoch
-        if self.weights is None:
-            src = runs.run_samples(self.runs(world, epoch), self.pack, self.store, self._pack_reader, self.retry)
-        else:
-            src = self._mixed(world, epoch)
-        if self.shuffle.buffer > 1:
-            rng = order.reader_rng(self.seed, epoch, world.rank, world.worker)
-            src = wds.filters.shuffle(self.shuffle.buffer, self.shuffle.initial, rng=rng)(src)
-        return runs.skip(src, self._resume_at)
+        batch = self.batch_size or 1
+        plan = self.plan(epoch, batch * world.world_size)
+        first, worker_of_state = self._resume
+        # a worker's own state names its next step; a global one, the first step not consumed
+        first = first if worker_of_state is not None else first + world.worker
+        steps = range(first, plan.steps, world.workers)
+        return read_steps(self._pack_readers, self.order(epoch), plan, partition.rank_slots(world.rank, batch),
+                          steps, self.retry)
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
-        # Counted per iteration, where it runs: a persistent DataLoader worker never sees
-        # set_epoch (only the shared epoch), so its count must not run on from the last epoch.
-        self._yielded = self._resume_at
-        samples = self._samples()
-        if self.batch_size is None:
-            for _, build in samples:
-                yield self._finish(build(None))
-        else:
-            yield from self._batches(samples)
-        self._resume_at = 0
+        workers = self.world().workers
+        for step, raws in self.raw_steps():
+            out = self._finish(self._build(raws[0], None)) if self.batch_size is None else self._collate(raws)
+            # counted where it runs (a persistent DataLoader worker never sees set_epoch), and
+            # before the yield: what the caller got is behind it
+            self._next = step + workers
+            yield out
+        self._resume = (0, None)
 
-    def _mixed(self, world: World, epoch: int) -> Iterator[dict[str, Any]]:
-        """A mixture's raw samples for this reader: its consecutive slots of the epoch, each part
-        read as a consecutive range of that part's own order of shards (see ``read.mixture``)."""
-        sizes = [b.pack.samples for b in self.builders]
-        mix = MixtureOrder(sizes, self.weights or [], self.seed, epoch)
-        count = partition.per_rank(mix.total, world.world_size, self.equalize)
-        lo, hi = partition.worker_span(count, world.workers, world.worker)
-        start, stop = world.rank * count + lo, world.rank * count + hi
-        while start < stop:  # padding wraps round to the epoch's first slots
-            a = start % mix.total
-            b = min(mix.total, a + stop - start)
-            parts = mix.parts_of(np.arange(a, b))
-            first = mix.before(a)
-            streams = []
-            for p, (builder, reader) in enumerate(zip(self.builders, self._pack_readers)):
-                shards = np.array([s.samples for s in builder.pack.shards], np.int64)
-                mine = partition.shard_order(len(shards), self.seed ^ (p + 1), epoch)
-                n = int((parts == p).sum())
-                got = partition.runs_between(shards, mine, int(first[p]), int(first[p]) + n)
-                streams.append(runs.run_samples(got, builder.pack, reader.store, reader, self.retry))
-            for p in parts.tolist():
-                raw = next(streams[p])
-                raw["__part__"] = p
-                yield raw
-            for rest in streams:  # each part's stream ends here: its last shard is verified and kept
-                for _ in rest:
-                    raise AssertionError("a mixture part gave more samples than its slots")
-            start += b - a
-
-    def _samples(self) -> Iterator[tuple[dict[str, Any], Build]]:
-        """Each raw sample with a function that builds it (into given rows, or fresh arrays)."""
-        shard_of = [{s.sha256: i for i, s in enumerate(b.pack.shards)} for b in self.builders]
-        for raw in self.raw_samples():
-            def build(into: Mapping[str, np.ndarray] | None, raw: dict[str, Any] = raw) -> dict[str, Any]:
-                p: int = raw.get("__part__", 0)
-                try:
-                    values: dict[str, Any] = self.builders[p].build(raw, raw["__key__"], into)
-                except IntegrityError as e:  # verified bytes, malformed content: the pack itself is bad
-                    digest = raw["__url__"].rsplit("#", 1)[0]
-                    raise type(e)(
-                        f"{self.builders[p].pack.slice_id}: shard {shard_of[p].get(digest)} ({digest[:16]}) of "
-                        f"{self._pack_readers[p].store.display}: {e}"
-                    ) from e
-                if self.weights is not None:
-                    values["meta"]["part"] = p
-                return values
-
-            self._yielded += 1
-            yield raw, build
+    def _build(self, raw: dict[str, Any], into: Mapping[str, np.ndarray] | None) -> dict[str, Any]:
+        p: int = raw["__part__"]
+        try:
+            values: dict[str, Any] = self.builders[p].build(raw, raw["__key__"], into)
+        except IntegrityError as e:  # verified bytes, malformed content: the pack itself is bad
+            shard = raw["__shard__"]
+            digest = self.builders[p].pack.shards[shard].sha256
+            raise type(e)(f"{self.builders[p].pack.slice_id}: shard {shard} ({digest[:16]}) of "
+                          f"{self._pack_readers[p].store.display}: {e}") from e
+        if self.weights is not None:
+            values["meta"]["part"] = p
+        return values
 
     def _finish(self, values: dict[str, Any], buf: BatchBuffer | None = None, row: int = -1) -> dict[str, Any]:
         sample = Sample(to_torch(values), buf, row) if buf is not None else to_torch(values)
         return self.transform(sample) if self.transform else sample
 
-    def _batches(self, samples: Iterator[tuple[dict[str, Any], Build]]) -> Iterator[dict[str, Any]]:
+    def _collate(self, raws: list[dict[str, Any]]) -> dict[str, Any]:
         layout = self.builder.layout()
         images = {s.name for s in self.builder.images}
-        pending: list[tuple[dict[str, Any], Build]] = []
-        for item in samples:
-            pending.append(item)
-            if len(pending) == self.batch_size:
-                yield self._collate(pending, layout, images)
-                pending = []
-        if pending:
-            yield self._collate(pending, layout, images)
-
-    def _collate(self, items: list[tuple[dict[str, Any], Build]], layout: list[tuple[str, tuple[int, ...], np.dtype[Any]]],
-                 images: set[str]) -> dict[str, Any]:
-        buf = BatchBuffer(layout, len(items), images)
-        return collate_samples([self._finish(build(buf.slots(j)), buf, j) for j, (_, build) in enumerate(items)],
+        buf = BatchBuffer(layout, len(raws), images)
+        return collate_samples([self._finish(self._build(raw, buf.slots(j)), buf, j) for j, raw in enumerate(raws)],
                                collate_fn_map=default_collate_fn_map)
-

@@ -47,17 +47,24 @@ class World:
 @dataclass(frozen=True)
 class Split:
     """How each epoch of a streaming dataset is split between ranks: this is ``rank`` of
-    ``world_size`` (None: from ``torch.distributed`` when initialised, else 0 of 1), and
+    ``world_size`` (None: from ``torch.distributed`` when initialised, else 0 of 1);
     ``equalize`` says how every rank gets the same count: ``"pad"`` repeats the first
-    samples of the epoch's order to fill the last ranks, ``"drop"`` leaves out the tail."""
+    samples of the epoch's order to fill the last global batch, ``"drop"`` leaves its part
+    out; ``partitions`` is the number of canonical partitions of each epoch (``read.partition``):
+    fixed for the life of a run, it makes the global sequence the same at every world size.
+    More partitions spread one rank's reads over more shards at once; fewer make ranks beyond
+    it share the shards of a partition."""
 
     rank: int | None = None
     world_size: int | None = None
     equalize: str = "pad"
+    partitions: int = 8
 
     def __post_init__(self) -> None:
         if self.equalize not in EQUALIZE:
             raise InvalidInput(f"Split equalize {self.equalize!r}: one of {', '.join(EQUALIZE)}")
+        if isinstance(self.partitions, bool) or not isinstance(self.partitions, int) or not 1 <= self.partitions <= 1 << 20:
+            raise InvalidInput(f"Split partitions {self.partitions!r}: a whole number, 1..{1 << 20}")
         if (self.rank is None) != (self.world_size is None):
             raise InvalidInput("Split: give rank and world_size together, or neither")
         if self.rank is not None and self.world_size is not None:

@@ -32,23 +32,30 @@ def test_train_makes_the_demo_and_its_loss_goes_down(tmp_path):
 @pytest.mark.slow
 def test_streaming_example_under_torchrun_repeats_itself_and_resumes_exactly(s3_demo, s3_endpoint, tmp_path):
     """The issue's check as a user runs it: torchrun, 2 ranks x 2 workers, keys per rank;
-    the same run again; a run stopped mid-epoch and resumed from its checkpoint."""
-    pytest.importorskip("torchdata")
+    the same run again; a run stopped mid-epoch at 2 ranks and resumed from its checkpoint
+    at 1 rank with 1 worker, continuing the same global sequence."""
     url, options, slice_id = s3_demo
 
-    def run(name: str, *extra: str) -> str:
+    def run(name: str, *extra: str, ranks: int = 2, workers: int = 2) -> str:
         out = tmp_path / name
         out.mkdir(exist_ok=True)
         env = {**os.environ, "RAYFORM_CACHE_DIR": str(tmp_path / f"cache-{name}"), "OMP_NUM_THREADS": "1"}
-        r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+        r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(ranks),
                             str(ROOT / "examples" / "streaming.py"), "--store", url, "--slice", slice_id,
-                            "--endpoint-url", options["endpoint_url"], "--batch-size", "4", "--workers", "2",
-                            "--keys-out", str(out), *extra], capture_output=True, text=True, env=env, timeout=300)
+                            "--endpoint-url", options["endpoint_url"], "--global-batch", "8",
+                            "--workers", str(workers), "--keys-out", str(out), *extra],
+                            capture_output=True, text=True, env=env, timeout=300)
         assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
         return r.stdout
 
     def keys(name: str) -> dict[str, list[str]]:
-        return {f.name: f.read_text().split() for f in sorted((tmp_path / name).glob("rank*.txt"))}
+        return {f.name: f.read_text().split("\n")[:-1] for f in sorted((tmp_path / name).glob("rank*.txt"))}
+
+    def global_sequence(found: dict[str, list[str]], epoch: int) -> list[tuple[int, str]]:
+        """Each step's global batch, ranks in rank order."""
+        lines = [(int(line.split()[0]), r, line.split()[1]) for r in range(2)
+                 for line in found.get(f"rank{r}.epoch{epoch}.txt", [])]
+        return [(step, key) for step, _, key in sorted(lines, key=lambda x: (x[0], x[1]))]
 
     log = run("first")
     counts = re.findall(r"rank (\d) epoch (\d): (\d+) samples \((\d+) per rank\)", log)
@@ -56,20 +63,22 @@ def test_streaming_example_under_torchrun_repeats_itself_and_resumes_exactly(s3_
     assert all(c[2] == c[3] for c in counts)
     first = keys("first")
     for epoch in (0, 1):
-        ranks = [first[f"rank{r}.epoch{epoch}.txt"] for r in (0, 1)]
+        ranks = [[x.split()[1] for x in first[f"rank{r}.epoch{epoch}.txt"]] for r in (0, 1)]
         assert len(ranks[0]) == len(ranks[1]) and not set(ranks[0]) & set(ranks[1])
-    assert set(first["rank0.epoch0.txt"]) | set(first["rank1.epoch0.txt"]) == \
-        set(first["rank0.epoch1.txt"]) | set(first["rank1.epoch1.txt"])
-    assert first["rank0.epoch0.txt"] != first["rank0.epoch1.txt"]  # a new order each epoch
+    assert {k for _, k in global_sequence(first, 0)} == {k for _, k in global_sequence(first, 1)}
+    assert global_sequence(first, 0) != global_sequence(first, 1)  # a new order each epoch
 
     run("again")
     assert keys("again") == first
 
-    stopped = run("resumed", "--checkpoint", str(tmp_path / "resumed" / "ckpt"), "--stop-after", "14")
+    ckpt = str(tmp_path / "resumed" / "ckpt.json")
+    stopped = run("resumed", "--checkpoint", ckpt, "--stop-after", "14")
     assert "stopped after 14 batches, in epoch 1" in stopped
     s3_endpoint.reset_counts()
-    resumed = run("resumed", "--checkpoint", str(tmp_path / "resumed" / "ckpt"))
-    assert "resuming epoch 1" in resumed
-    assert keys("resumed") == first  # nothing repeated, nothing skipped
+    resumed = run("resumed", "--checkpoint", ckpt, ranks=1, workers=1)
+    assert "resuming epoch 1 at step" in resumed
+    done = keys("resumed")
+    for epoch in (0, 1):  # nothing repeated, nothing skipped: the 2-rank run's sequence, finished by 1 rank
+        assert global_sequence(done, epoch) == global_sequence(first, epoch)
     # every shard came into the (shared) cache in the stopped run's first epoch: none is fetched again
     assert [path for method, path in s3_endpoint.requests if method == "GET" and "/blobs/" in path] == []

@@ -24,7 +24,7 @@ def _client(s3_demo, cache_dir):
 
 def _stream(s):
     return rayform.torch.StreamingEpisodeDataset(s, obs=["cam0/rgb", "joints/position"], action="joints/position_delta",
-                                                 fps=15, shuffle=rayform.torch.ShuffleConfig(buffer=0))
+                                                 fps=15, shuffle=rayform.torch.ShuffleConfig(window=0))
 
 
 def test_a_flipped_bit_in_a_streamed_shard_never_reaches_the_caller(s3_demo, tmp_path):
@@ -41,7 +41,7 @@ def test_a_flipped_bit_in_a_streamed_shard_never_reaches_the_caller(s3_demo, tmp
     client, s = _client(s3_demo, tmp_path / "cache")
     ds = _stream(s)
     info = ds.pack.shards[0]
-    first = ds._pack_reader.rows(np.arange(0, info.samples))
+    first = ds._pack_readers[0].rows(np.arange(0, info.samples))
     col = ds.pack.member_column("cam0.rgb.jpg")
     row = first[len(first) // 2]
     at = int(row[col] + row[col + 1] // 2)  # inside the middle sample's JPEG: it would still decode

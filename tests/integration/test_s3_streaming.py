@@ -17,6 +17,7 @@ import rayform
 from rayform.errors import IntegrityError, OfflineError, StoreError
 from rayform.store.cache import ShardCache
 from rayform.store.files import hash_file
+from rayform.torch.tensors import to_torch
 
 pytestmark = [pytest.mark.s3, pytest.mark.timeout(300)]
 
@@ -148,34 +149,6 @@ def test_the_second_epoch_makes_no_request(s3_demo, s3_endpoint, tmp_path):
     assert s3_endpoint.count() == 0, s3_endpoint.requests
 
 
-def test_first_samples_come_before_the_shard_has_arrived(s3_demo, tmp_path, monkeypatch):
-    import rayform.store.fetch as shardstream
-
-    monkeypatch.setattr(shardstream, "STREAM_CHUNK", 8192)
-    monkeypatch.setattr(shardstream, "READ_AHEAD", 2)
-    opened = []
-    real = shardstream.ShardStream.__init__
-
-    def spy(self, *a, **k):
-        real(self, *a, **k)
-        opened.append(self)
-
-    monkeypatch.setattr(shardstream.ShardStream, "__init__", spy)
-    s = _slice(s3_demo, tmp_path / "cache")
-    ds = _stream(s, shuffle=rayform.torch.ShuffleConfig(buffer=0))
-    it = iter(ds)
-    next(it)
-    assert opened and not opened[0].from_cache
-    assert opened[0].pos < opened[0].size
-    assert opened[0].fetched < opened[0].size  # the fetcher is at most READ_AHEAD chunks ahead
-    # while it arrives it is only under a temporary name: no reader of the cache sees it partial
-    place = ShardCache(tmp_path / "cache").blob_path(opened[0].digest)
-    assert not place.exists()
-    assert list(place.parent.glob(".tmp-*"))
-    it.close()  # stopped early: the partial copy is dropped, never renamed into place
-    assert not place.exists() and not list(place.parent.glob(".tmp-*"))
-
-
 def test_a_connection_cut_mid_shard_still_yields_every_sample_once(s3_demo, s3_endpoint, tmp_path):
     from tests.conftest import CuttingProxy
 
@@ -218,7 +191,7 @@ def test_a_read_that_keeps_failing_resumes_at_its_byte_then_names_the_shard(s3_d
 
     monkeypatch.setattr(shardstream, "STREAM_CHUNK", 16384)  # many reads a shard, so one fails mid-shard
     s = _slice(s3_demo, tmp_path / "cache")
-    ds = _stream(s, retry=rayform.torch.Retry(attempts=2, backoff_s=0.0), shuffle=rayform.torch.ShuffleConfig(buffer=0))
+    ds = _stream(s, retry=rayform.torch.Retry(attempts=2, backoff_s=0.0), shuffle=rayform.torch.ShuffleConfig(window=0))
     opens = []
     from rayform.store.store import Store
 
@@ -268,7 +241,7 @@ def test_a_shard_whose_bytes_do_not_match_fails_clearly_and_is_not_kept(s3_demo,
 
     url, options, sid = s3_demo
     s = _slice(s3_demo, tmp_path / "cache")
-    ds = _stream(s, shuffle=rayform.torch.ShuffleConfig(buffer=0))
+    ds = _stream(s, shuffle=rayform.torch.ShuffleConfig(window=0))
     shard = ds.pack.shards[0].sha256
     bucket, prefix = url[len("s3://"):].split("/", 1)
     key = f"{prefix}/blobs/{shard[:2]}/{shard}"
@@ -302,10 +275,14 @@ def test_batched_streaming_equals_the_samples_collated(s3_demo, tmp_path):
     from torch.utils.data import default_collate
 
     s = _slice(s3_demo, tmp_path / "cache")
-    plain = list(_stream(s, seed=4))
-    batched = list(DataLoader(_stream(s, seed=4, batch_size=10), batch_size=None))
-    assert sum(len(b["t_ns"]) for b in batched) == len(plain)
-    manual = default_collate([dict(x) for x in plain[:10]])
+    plain = _keys((x["meta"]["segment"], x["t_ns"]) for x in _stream(s, seed=4))
+    ds = _stream(s, seed=4, batch_size=10)
+    batched = list(DataLoader(ds, batch_size=None))
+    assert sum(len(b["t_ns"]) for b in batched) == len(ds) == -(-len(plain) // 10) * 10  # whole global batches
+    got = _keys((seg, t) for b in batched for seg, t in zip(b["meta"]["segment"], b["t_ns"]))
+    assert set(got) == set(plain)
+    one_by_one = [to_torch(ds._build(raw, None)) for raw in next(iter(ds.raw_steps()))[1]]
+    manual = default_collate(one_by_one)
     for key in ("cam0/rgb", "joints/position", "action", "action_is_pad", "t_ns"):
         assert torch.equal(batched[0][key], manual[key]), key
     assert batched[0]["meta"]["segment"] == manual["meta"]["segment"]
