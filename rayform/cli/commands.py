@@ -206,7 +206,8 @@ def cache_clean(args: argparse.Namespace) -> int:
         return 0
     digests = cached_blobs_of(c, names.slice_id(args.slice, "slice"))
     if not digests:
-        raise InvalidInput(f"{args.slice}: the cache {c.root} holds no pack of it. See what it holds: rayform cache")
+        print(f"clean {args.slice}: the cache {c.root} holds no pack of it")
+        return 0
     _evicted(f"clean {args.slice}", c.clean(digests), c)
     return 0
 

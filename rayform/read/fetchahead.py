@@ -2,62 +2,102 @@
 
 A reader names the shards it will read, in the order it will read them (``want``), and
 waits for each just before it reads it (``ready``), so network, hashing and cache writes
-overlap decoding. Each shard arrives through ``CachedStore.fetch``: chunk by chunk against
-the pack's chunk digests, whole against its name, retried and resumed at the byte where a
-connection dropped, one fetcher per shard on the machine. A fetch that failed raises its
-error where the reader waits for it.
+overlap decoding; at most ``AHEAD`` shards are fetched beyond those it is reading. Each
+shard arrives through ``CachedStore.fetch``: chunk by chunk against the pack's chunk
+digests, whole against its name, retried and resumed at the byte where a connection
+dropped, one fetcher per shard on the machine. A fetch that failed raises its error where
+the reader waits for it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
-from pathlib import Path
 
+from rayform.errors import StoreError
 from rayform.read.reader import PackReader
+from rayform.store.eviction import Pin
 from rayform.store.fetch import Retry
 
 THREADS = 4  # shards fetched at once per reader: enough to keep a loopback or LAN link busy
+AHEAD = 4  # shards fetched (and pinned) before the reader gets to them, at most
+_TRIES = 3  # a shard evicted by another process between its fetch and its pin is fetched again
 
 
 class FetchAhead:
-    """Fetches the shards ``(part, shard)`` of ``readers`` that a reader is about to read."""
+    """Fetches the shards ``(part, shard)`` of ``readers`` that a reader is about to read,
+    at most ``ahead`` beyond those it is reading; each is pinned in the cache from its
+    arrival until the reader is done with it (``done``), so a limited cache never evicts a
+    shard between its fetch and its read."""
 
-    def __init__(self, readers: list[PackReader], retry: Retry, threads: int = THREADS):
+    def __init__(self, readers: list[PackReader], retry: Retry, threads: int = THREADS, ahead: int = AHEAD):
         self.readers = readers
         self.retry = retry
+        self.ahead = max(1, ahead)
         self._pool = ThreadPoolExecutor(threads, thread_name_prefix="rayform-fetch")
-        self._pending: dict[tuple[int, int], Future[Path]] = {}
+        self._pending: dict[tuple[int, int], Future[Pin | None]] = {}
+        self._queued: dict[tuple[int, int], None] = {}  # wanted, not yet started: insertion order
+        self._reading: set[tuple[int, int]] = set()
         for reader in readers:
             _ = reader.store  # opened here, in the reading process, before any thread uses it
             reader.chunk_digests()
 
     def want(self, shards: Iterable[tuple[int, int]]) -> None:
-        """Start fetching these (in this order) unless they are under way or here already."""
+        """Fetch these (in this order) unless they are under way or queued already."""
         for key in shards:
             if key not in self._pending:
-                self._pending[key] = self._pool.submit(self._fetch, *key)
+                self._queued.setdefault(key)
+        self._start()
+
+    def _start(self) -> None:
+        while self._queued and len(self._pending) - len(self._reading) < self.ahead:
+            key = next(iter(self._queued))
+            del self._queued[key]
+            self._pending[key] = self._pool.submit(self._fetch, *key)
 
     def ready(self, key: tuple[int, int]) -> None:
         """Wait until shard ``key`` is in the cache (raising what its fetch raised)."""
-        future = self._pending.get(key)
-        if future is None:
-            self.want([key])
-            future = self._pending[key]
-        future.result()
+        if key not in self._pending:
+            self._queued.pop(key, None)
+            self._pending[key] = self._pool.submit(self._fetch, *key)
+        self._reading.add(key)
+        self._pending[key].result()
 
     def done(self, key: tuple[int, int]) -> None:
-        """The reader is through with this shard (a later ``want`` fetches it again if need be)."""
-        self._pending.pop(key, None)
+        """The reader is through with this shard: unpin it, fetch the next ones."""
+        future = self._pending.pop(key, None)
+        self._reading.discard(key)
+        if future is not None and future.done() and future.exception() is None:
+            pin = future.result()
+            if pin is not None:
+                pin.release()
+        self._start()
 
-    def _fetch(self, part: int, shard: int) -> Path:
-        return self.readers[part].fetch(shard, self.retry)
+    def _fetch(self, part: int, shard: int) -> Pin | None:
+        reader = self.readers[part]
+        cache = reader.store.cache
+        for _ in range(_TRIES):
+            reader.fetch(shard, self.retry)
+            if cache is None:
+                return None
+            pin = cache.pin(reader.pack.shards[shard].sha256)
+            if pin is not None:
+                return pin
+        raise StoreError(f"{reader.what(f'shard {shard}', reader.pack.shards[shard].sha256)}: evicted from "
+                         f"{cache} as soon as it was fetched, {_TRIES} times. Raise the cache limit "
+                         "(RAYFORM_CACHE_LIMIT) above what the readers hold at once")
 
     def close(self) -> None:
         for future in self._pending.values():
             future.cancel()
         self._pool.shutdown(wait=True, cancel_futures=True)
+        for future in self._pending.values():
+            if future.done() and not future.cancelled() and future.exception() is None:
+                pin = future.result()
+                if pin is not None:
+                    pin.release()
         self._pending.clear()
+        self._queued.clear()
 
     def __enter__(self) -> FetchAhead:
         return self

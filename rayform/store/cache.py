@@ -195,11 +195,14 @@ class ShardCache:
 
 class CacheWriter:
     """A blob arriving in the cache: written under a unique temporary name beside its place,
-    hashed on the way, and renamed into place only if its bytes hash to its name."""
+    hashed on the way, and renamed into place only if its bytes hash to its name. It is
+    pinned (a shared lock, which the rename keeps) until the copy is counted verified, so
+    eviction cannot take it in between."""
 
     def __init__(self, cache: ShardCache, digest: str):
         self.path, self.digest, self.bytes = cache.blob_path(digest), digest, 0
         fd, tmp = _usable(cache.root, lambda: open_temporary(self.path.parent))
+        fcntl.flock(fd, fcntl.LOCK_SH)
         self._tmp: str | None = tmp
         self._out = os.fdopen(fd, "wb")
         self._hash = hashlib.sha256()
@@ -211,7 +214,7 @@ class CacheWriter:
 
     def commit(self, what: str) -> Path:
         """Put the copy in place (and count it verified), or raise naming ``what`` and keep nothing."""
-        self._out.close()
+        self._out.flush()
         actual = self._hash.hexdigest()
         if actual != self.digest:
             self.discard()
@@ -222,6 +225,7 @@ class CacheWriter:
         publish(self._tmp, self.path)
         self._tmp = None
         mark_verified(self.path)
+        self._out.close()  # drops the pin: from here the copy is evictable like any other
         return self.path
 
     def discard(self) -> None:

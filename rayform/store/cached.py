@@ -199,7 +199,9 @@ class CachedStore:
     def fetch(self, digest: str, size: int, what: str, retry: Retry = Retry(), chunks: bytes | None = None,
               chunk_bytes: int = 0, pull: str = "<slice>") -> Path:
         """A verified local copy of the blob, fetched as ``stream`` does where there is none
-        (one fetcher per blob on this machine: the others wait for its copy)."""
+        (one fetcher per blob on this machine: the others wait for its copy). Under a cache
+        limit another process may evict it as soon as it is in place: pin it (``ShardCache.pin``)
+        to read it, and fetch again if that finds it gone."""
         found = self.local_copy(digest)
         if found is not None:
             return found
@@ -209,11 +211,8 @@ class CachedStore:
         with self.cache.fetching(digest):
             found = self.local_copy(digest)
             if found is None:
-                self.stream(digest, size, what, retry, chunks, chunk_bytes, pull).finish()
-                found = self.local_copy(digest)
-        if found is None:
-            raise IntegrityError(f"{what}: fetched, but its copy in {self.cache.root} is gone or changed; "
-                                 "another process may be cleaning the cache")
+                self.stream(digest, size, what, retry, chunks, chunk_bytes, pull).finish()  # verified, renamed
+                found = self.cache.blob_path(digest)
         return found
 
     def stream(self, digest: str, size: int, what: str, retry: Retry = Retry(), chunks: bytes | None = None,

@@ -7,6 +7,7 @@ lock, so a blob in use is never deleted, on this machine or on another sharing t
 (Linux NFS clients carry ``flock`` as a POSIX lock to the server). A pin also stamps the
 blob's access time, which orders eviction (least recently pinned first), whatever the
 mount's ``atime`` policy; the modification time is kept, so ``verify_once`` stays valid.
+Small blobs (manifests, chunk digests) go last.
 
 A blob evicted between a reader's lookup and its pin is found missing and fetched again;
 one deleted while a reader has it mapped stays readable to that reader. Before a fetch
@@ -24,6 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rayform import names
+
+SMALL = 64 << 10
 
 
 @dataclass(frozen=True)
@@ -113,9 +116,12 @@ def evict(path: Path) -> int | None:
 
 
 def shrink(root: Path, to: int, incoming: int = 0) -> Evicted:
-    """Evict least-recently-used unpinned blobs until they and ``incoming`` bytes fit in ``to``."""
+    """Evict least-recently-used unpinned blobs until they and ``incoming`` bytes fit in ``to``.
+    Blobs under ``SMALL`` bytes (manifests, chunk digests, small indexes) go only after every
+    larger one: they free little, and they are what says what the cache holds."""
     found = blobs(root)
     size = sum(st.st_size for _, st in found)
+    found = [b for b in found if b[1].st_size >= SMALL] + [b for b in found if b[1].st_size < SMALL]
     files = freed = pinned = 0
     for path, st in found:
         if size + incoming <= to:

@@ -82,3 +82,17 @@ def test_streaming_example_under_torchrun_repeats_itself_and_resumes_exactly(s3_
         assert global_sequence(done, epoch) == global_sequence(first, epoch)
     # every shard came into the (shared) cache in the stopped run's first epoch: none is fetched again
     assert [path for method, path in s3_endpoint.requests if method == "GET" and "/blobs/" in path] == []
+
+
+@pytest.mark.slow
+def test_mixture_example_mixes_a_real_recording_with_the_demo(real_data, tmp_path):
+    env = {**os.environ, "RAYFORM_STORE": str(tmp_path / "store"), "RAYFORM_CACHE_DIR": str(tmp_path / "cache")}
+    r = subprocess.run([sys.executable, str(ROOT / "examples" / "mixture.py"),
+                        str(real_data / "lerobot_v30_so101_ros2_example"), "--weights", "0.8", "0.2"],
+                       capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    found = re.search(r"6 episodes\): (\d+) samples \((0\.\d+) of the epoch\); .*\(demo, 6 episodes\): (\d+) \((0\.\d+)\)",
+                      r.stdout)
+    assert found, r.stdout
+    real, demo = int(found.group(1)), int(found.group(3))
+    assert abs(real - 0.8 * (real + demo)) <= 1  # round(w·N), and at most one sample of padding
