@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -68,21 +69,26 @@ def pull(client: Client, slice_id: str, fps: float | None = None, progress: bool
     return report
 
 
+def _cached_packs(cache: ShardCache, store_id: str, slice_id: str) -> Iterator[tuple[str, Pack]]:
+    """``(ref key, pack)`` of each pack of a slice whose ref and manifest the cache holds
+    (checked as on arrival: one that is not rayform's is left out)."""
+    for pkey in cache.list_refs(store_id, f"refs/packs/{slice_id}"):
+        try:
+            digest = names.digest((cache.get_ref(store_id, pkey) or {}).get("manifest"))
+            path = cache.copy(digest)
+            if path is not None:
+                yield pkey, Pack(digest, json_document(path.read_bytes(), f"pack manifest {digest[:16]}"))
+        except Malformed:
+            continue
+
+
 def cached_blobs_of(cache: ShardCache, slice_id: str) -> set[str]:
     """The blobs of a slice's packs (manifests, indexes, chunk digests, shards) that the
     cache holds, for every store it has seen the slice in."""
     found: set[str] = set()
     for store_id in cache.store_ids():
-        for pkey in cache.list_refs(store_id, f"refs/packs/{slice_id}"):
-            try:
-                digest = names.digest((cache.get_ref(store_id, pkey) or {}).get("manifest"))
-                path = cache.copy(digest)
-                if path is None:
-                    continue
-                pack = Pack(digest, json_document(path.read_bytes(), f"pack manifest {digest[:16]}"))
-            except Malformed:
-                continue
-            found |= {d for d in [digest, *pack.blobs()] if cache.has(d)}
+        for _, pack in _cached_packs(cache, store_id, slice_id):
+            found |= {d for d in [pack.digest, *pack.blobs()] if cache.has(d)}
     return found
 
 
@@ -101,15 +107,7 @@ def cache_summary(cache: ShardCache) -> list[dict[str, Any]]:
         for key in cache.list_refs(store_id, "refs/slices"):
             sid = key.rsplit("/", 1)[-1].removesuffix(".json")
             packs = []
-            for pkey in cache.list_refs(store_id, f"refs/packs/{sid}"):
-                try:
-                    digest = names.digest((cache.get_ref(store_id, pkey) or {}).get("manifest"))
-                    path = cache.copy(digest)
-                    if path is None:
-                        continue
-                    pack = Pack(digest, json_document(path.read_bytes(), f"pack manifest {digest[:16]}"))
-                except Malformed:
-                    continue
+            for pkey, pack in _cached_packs(cache, store_id, sid):
                 blobs = pack.blobs()
                 packs.append({"key": pkey.rsplit("/", 1)[-1].removesuffix(".json"), "fps": pack.fps,
                               "have": sum(cache.has(d) for d in blobs), "of": len(blobs)})

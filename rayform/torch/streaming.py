@@ -24,7 +24,7 @@ from rayform.store.fetch import Retry
 from rayform.torch.batch import BatchBuffer, Sample, collate_samples, default_collate_fn_map
 from rayform.torch.packsource import mixture_parts, open_parts, sample_spec
 from rayform.torch.tensors import to_torch
-from rayform.torch.world import Split, World
+from rayform.torch.world import Split, World, nodes
 
 log = logging.getLogger("rayform")
 
@@ -49,7 +49,7 @@ class StreamingEpisodeDataset(IterableDataset[dict[str, Any]]):
 
     Each epoch (``set_epoch``) is a sequence of global batches of ``G`` = ``batch_size`` ×
     world size samples (one sample per rank in sample mode), a pure function of the slices,
-    weights, ``seed``, epoch and ``Split(partitions=P)``: the epoch's order lays each pack's
+    weights, ``seed``, epoch and ``Split(partitions=P)`` (by default the nodes): the epoch's order lays each pack's
     shards out in an order seeded by (seed, epoch) and is cut into ``P`` canonical partitions,
     each a stretch of a few shards permuted in windows (``ShuffleConfig``); every global batch
     takes its share of each partition (``rayform.read.partition``). A rank (``torch.distributed``
@@ -112,7 +112,8 @@ class StreamingEpisodeDataset(IterableDataset[dict[str, Any]]):
         self.seed = seed
         self.shuffle = shuffle
         self.equalize = split.equalize
-        self.partitions = split.partitions
+        self.partitions = split.partitions or nodes()
+        self._partitions_given = split.partitions is not None
         self.retry = retry
         self.transform = transform
         self.batch_size = batch_size
@@ -189,10 +190,12 @@ class StreamingEpisodeDataset(IterableDataset[dict[str, Any]]):
         return {**state, "step": self._next}
 
     def load_state_dict(self, state: dict[str, int]) -> None:
+        if not self._partitions_given and isinstance(state.get("partitions"), int) and state["partitions"] >= 1:
+            self.partitions = state["partitions"]  # the run's own, kept when it resumes on other nodes
         for key, mine in (("seed", self.seed), ("partitions", self.partitions), ("global_batch", self.global_batch)):
             if key in state and state[key] != mine:
                 fix = {"seed": "Make the dataset with the seed of the run it resumes",
-                       "partitions": f"Make the dataset with Split(partitions={state[key]})",
+                       "partitions": f"Make the dataset with Split(partitions={state[key]}), or leave it out",
                        "global_batch": "Keep batch_size × world size as it was (e.g. double batch_size on half the ranks)",
                        }[key]
                 raise InvalidInput(f"state_dict: saved with {key} {state[key]}, this dataset has {mine}. {fix}")

@@ -6,6 +6,8 @@ worker id only once it runs); everything else takes a ``World`` as an argument.
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import torch.distributed as dist
@@ -44,6 +46,15 @@ class World:
         return cls(rank, world_size, worker, workers)
 
 
+def nodes(env: Mapping[str, str] = os.environ) -> int:
+    """Machines in this run, from torchrun's variables (1 where they are not set)."""
+    try:
+        world, local = int(env.get("WORLD_SIZE", "1")), int(env.get("LOCAL_WORLD_SIZE", "0"))
+    except ValueError:
+        return 1
+    return max(1, world // local) if local > 0 else 1
+
+
 @dataclass(frozen=True)
 class Split:
     """How each epoch of a streaming dataset is split between ranks: this is ``rank`` of
@@ -51,19 +62,24 @@ class Split:
     ``equalize`` says how every rank gets the same count: ``"pad"`` repeats the first
     samples of the epoch's order to fill the last global batch, ``"drop"`` leaves its part
     out; ``partitions`` is the number of canonical partitions of each epoch (``read.partition``):
-    fixed for the life of a run, it makes the global sequence the same at every world size.
-    More partitions spread one rank's reads over more shards at once; fewer make ranks beyond
-    it share the shards of a partition."""
+    fixed for the life of a run (a resumed state brings its own), it makes the global sequence
+    the same at every world size. Each partition is a stretch of the shards: a node reads only
+    the partitions its ranks' slots fall in, and its ranks share one cache. None: the number
+    of nodes the run starts on (torchrun's ``WORLD_SIZE / LOCAL_WORLD_SIZE``, else 1), so a
+    node downloads only its share; give the largest node count the run will see to keep that
+    when it grows. More partitions than nodes make each reader read more shards at once
+    (a slower first batch, more mapped memory)."""
 
     rank: int | None = None
     world_size: int | None = None
     equalize: str = "pad"
-    partitions: int = 8
+    partitions: int | None = None
 
     def __post_init__(self) -> None:
         if self.equalize not in EQUALIZE:
             raise InvalidInput(f"Split equalize {self.equalize!r}: one of {', '.join(EQUALIZE)}")
-        if isinstance(self.partitions, bool) or not isinstance(self.partitions, int) or not 1 <= self.partitions <= 1 << 20:
+        if self.partitions is not None and (isinstance(self.partitions, bool) or not isinstance(self.partitions, int)
+                                            or not 1 <= self.partitions <= 1 << 20):
             raise InvalidInput(f"Split partitions {self.partitions!r}: a whole number, 1..{1 << 20}")
         if (self.rank is None) != (self.world_size is None):
             raise InvalidInput("Split: give rank and world_size together, or neither")

@@ -34,7 +34,8 @@ def _rank(rank: int, world: int, workers: int, port: int, store: str, slice_id: 
     dist.init_process_group("gloo", rank=rank, world_size=world)
     ds = rayform.torch.StreamingEpisodeDataset(rayform.Client(store).slices.get(slice_id), obs=["joints/position"],
                                                action="joints/position", fps=15, horizon=4, seed=11,
-                                               batch_size=GLOBAL_BATCH // world)
+                                               batch_size=GLOBAL_BATCH // world,
+                                               split=rayform.torch.Split(partitions=4))  # ranks read their own
     ds.set_epoch(1)
     first = 0
     if resume:
