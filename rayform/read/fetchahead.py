@@ -2,7 +2,8 @@
 
 A reader names the shards it will read, in the order it will read them (``want``), and
 waits for each just before it reads it (``ready``), so network, hashing and cache writes
-overlap decoding; at most ``AHEAD`` shards are fetched beyond those it is reading. Each
+overlap decoding; at most ``AHEAD`` shards are fetched beyond those it is reading
+(``AHEAD_LIMITED`` under a cache limit). Each
 shard arrives through ``CachedStore.fetch``: chunk by chunk against the pack's chunk
 digests, whole against its name, retried and resumed at the byte where a connection
 dropped, one fetcher per shard on the machine. A fetch that failed raises its error where
@@ -21,6 +22,7 @@ from rayform.store.fetch import Retry
 
 THREADS = 4  # shards fetched at once per reader: enough to keep a loopback or LAN link busy
 AHEAD = 4  # shards fetched (and pinned) before the reader gets to them, at most
+AHEAD_LIMITED = 1  # the same under a cache limit: what is pinned ahead is over the limit
 _TRIES = 3  # a shard evicted by another process between its fetch and its pin is fetched again
 
 
@@ -30,10 +32,11 @@ class FetchAhead:
     arrival until the reader is done with it (``done``), so a limited cache never evicts a
     shard between its fetch and its read."""
 
-    def __init__(self, readers: list[PackReader], retry: Retry, threads: int = THREADS, ahead: int = AHEAD):
+    def __init__(self, readers: list[PackReader], retry: Retry, threads: int = THREADS, ahead: int | None = None):
         self.readers = readers
         self.retry = retry
-        self.ahead = max(1, ahead)
+        limited = any(r.store.cache is not None and r.store.cache.limit is not None for r in readers)
+        self.ahead = max(1, ahead if ahead is not None else AHEAD_LIMITED if limited else AHEAD)
         self._pool = ThreadPoolExecutor(threads, thread_name_prefix="rayform-fetch")
         self._pending: dict[tuple[int, int], Future[Pin | None]] = {}
         self._queued: dict[tuple[int, int], None] = {}  # wanted, not yet started: insertion order
