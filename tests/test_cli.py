@@ -172,3 +172,20 @@ def test_storage_options_are_parsed_one_way():
         with pytest.raises(InvalidInput, match="key=value"):
             storage_options([bad])
 
+
+
+def test_slices_split_prints_each_child_and_refuses_bad_shares(demo_store):
+    from rayform.recordings.splits import split_of
+
+    store, slice_id = demo_store
+    segments = [line.split()[0] for line in run("segments", "ls", store=store).stdout.splitlines()]
+    halves = {"train": 0.5, "val": 0.5}
+    seed = next(n for n in range(64) if len({split_of(s, halves, n) for s in segments}) == 2)
+    r = run("slices", "split", slice_id, "train=0.5", "val=0.5", "--seed", str(seed), store=store)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert [line.split()[0] for line in lines] == ["train", "val"]
+    assert all(line.split()[1].startswith("slc_") and line.split()[2] == "1" for line in lines)
+    for bad in (["train"], ["train=0.7", "val=0.7"], ["train=x"], ["train=1", "val=0"]):
+        r = run("slices", "split", slice_id, *bad, store=store)
+        assert r.returncode == 2 and r.stderr.count("\n") == 1 and "rayform: error:" in r.stderr, (bad, r.stderr)

@@ -73,6 +73,22 @@ def slices_ls(args: argparse.Namespace) -> int:
     return 0
 
 
+def slices_split(args: argparse.Namespace) -> int:
+    shares: dict[str, float] = {}
+    for item in args.shares:
+        name, sep, share = item.partition("=")
+        try:
+            shares[name] = float(share)
+        except ValueError:
+            sep = ""
+        if not sep:
+            raise InvalidInput(f"split {item!r}: write each split as NAME=SHARE, e.g. train=0.9 val=0.1")
+    children = _client(args).slices.split(args.slice, shares, seed=args.seed)
+    for name, child in children.items():
+        print(f"{name:8} {child.id}  {len(child.segments)} segments  {child.name}")
+    return 0
+
+
 def slices_show(args: argparse.Namespace) -> int:
     client = _client(args)
     s = client.slices.get(args.slice)

@@ -70,6 +70,11 @@ def _parser() -> argparse.ArgumentParser:
     sh = _command(sl, common, "show", help="a slice's segments, streams and packs")
     sh.add_argument("slice")
     sh.set_defaults(run=c.slices_show)
+    sp = _command(sl, common, "split", help="segment-disjoint child slices, e.g. train=0.9 val=0.1 (by segment id hash)")
+    sp.add_argument("slice")
+    sp.add_argument("shares", nargs="+", metavar="NAME=SHARE", help="each split's name and share; shares sum to 1")
+    sp.add_argument("--seed", type=int, default=0, help="which segments go where (default 0)")
+    sp.set_defaults(run=c.slices_split)
 
     pk = _command(sub, common, "pack", help="pack a slice into shards at an fps")
     pk.add_argument("slice")

@@ -141,11 +141,11 @@ class PackReader:
         else:
             raise StoreError(f"{self.what(f'shard {shard}', digest)}: evicted from {cache} as soon as it was "
                              "fetched, three times. Raise the cache limit (RAYFORM_CACHE_LIMIT) above what is read at once")
-        with open(path, "rb") as f:
-            # MAP_POPULATE maps the whole (page-cached) shard in one call instead of a
-            # page fault per 4 KiB on first touch. The pin's descriptor is the pinned file.
-            m = mmap.mmap(pin.fd if pin is not None and pin.fd is not None else f.fileno(), 0,
-                          flags=mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0), prot=mmap.PROT_READ)
+        if pin is not None and pin.fd is not None:
+            m = _map_file(pin.fd)  # the pinned file itself, whatever the path names by now
+        else:
+            with open(path, "rb") as f:
+                m = _map_file(f.fileno())
         self._maps[shard] = (m, pin)
         while len(self._maps) > MAX_MAPS:
             self.release(next(iter(self._maps)))
@@ -182,6 +182,12 @@ class PackReader:
 
     def _local(self, digest: str, thing: str) -> Path:
         return self.store.local_blob(digest, self.what(thing, digest), self.pull)
+
+
+def _map_file(fd: int) -> mmap.mmap:
+    # MAP_POPULATE maps the whole (page-cached) shard in one call instead of a page fault
+    # per 4 KiB on first touch.
+    return mmap.mmap(fd, 0, flags=mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0), prot=mmap.PROT_READ)
 
 
 def _map_index(path: Path, shape: tuple[int, int], what: str) -> np.ndarray:

@@ -19,6 +19,7 @@ from rayform.errors import (
     SliceNotFound,
 )
 from rayform.recordings.segments import Segment, SegmentRef, Segments, check_site
+from rayform.recordings.splits import check_fractions, split_of
 from rayform.store.cached import CachedStore, StoreRef
 from rayform.untrusted import array_list, integer, mapping, string
 
@@ -168,6 +169,27 @@ class Slices:
             ) from None
         manifest = self.store.get_json_blob(digest, f"slice manifest of {slice_id}")
         return Slice(self.store, slice_id, digest, manifest)
+
+    def split(self, slice_: Slice | str, fractions: Mapping[str, float], seed: int = 0) -> dict[str, Slice]:
+        """Segment-disjoint child slices of ``slice_``, e.g. ``{"train": 0.9, "val": 0.1}``.
+
+        Each segment goes to a split by the hash of (seed, segment id) (``recordings.splits``):
+        the same call gives the same slices, and adding segments never moves an existing one.
+        A child is named ``<parent name or id>-<split>``; a split that gets no segment is an error."""
+        parent = self.get(slice_) if isinstance(slice_, str) else slice_
+        shares = check_fractions(fractions)
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise InvalidInput(f"split seed {str(seed)[:40]!r}: a whole number")
+        chosen: dict[str, list[SliceSegment]] = {name: [] for name in shares}
+        for s in parent.segments:
+            chosen[split_of(s.id, shares, seed)].append(s)
+        for name, segments in chosen.items():
+            if not segments:
+                raise InvalidInput(f"{parent.id}: split {name} ({shares[name]:g}) got none of its "
+                                   f"{len({s.id for s in parent.segments})} segments. Give it a larger share, or "
+                                   "split a slice with more segments")
+        return {name: self.create(segments, name=f"{parent.name or parent.id}-{name}")
+                for name, segments in chosen.items()}
 
     def list(self) -> list[Slice]:
         out = []
