@@ -75,6 +75,8 @@ def convert_source(store: StoreRef, fmt: str, path: str, site: str, options: Map
         episodes = list(FORMATS[fmt](source, options))  # whole source first: a failure stores nothing
         if not episodes:
             raise InvalidInput(f"{source}: no episodes to convert")
+        if options.get("task"):  # the task or instruction the user names, over what the source says
+            episodes = [(name, streams, {**meta, "task": str(options["task"])}) for name, streams, meta in episodes]
         client = Client(store.open())
         # every episode checked and its data stored before any becomes visible
         return client.segments.add_many([(site, name, streams, meta) for name, streams, meta in episodes])

@@ -117,3 +117,21 @@ def test_an_instant_that_rounds_onto_the_end_is_on_the_grid():
     end = round(382 * 1e9 / 30)
     t = align.grid(0, end, 15)
     assert len(t) == 192 and t[-1] == end
+
+
+def test_a_frame_within_the_snap_after_an_instant_counts_as_at_it():
+    ts = np.array([0, 1_000_500, 2_000_000, 3_002_000], np.int64)  # frame 1 is 500 ns late, frame 3 2 µs
+    t = np.array([1_000_000, 3_000_000], np.int64)
+    assert align.image_indices(ts, t, 10**9, snap=1_000)[0].tolist() == [1, 2]  # 2 µs late is beyond it
+    assert align.image_indices(ts, t, 10**9, snap=0)[0].tolist() == [0, 2]  # exact: the frame before
+
+
+def test_the_snap_keeps_an_end_a_nanosecond_short_from_padding():
+    ts = np.array([0, 100, 200, 299], np.int64)
+    values = np.arange(4, dtype=np.float32)[:, None]
+    t = np.array([100], np.int64)
+    _, exact = align.future_window(ts, values, t, fps=1e7, horizon=2, end_ns=299)
+    _, snapped = align.future_window(ts, values, t, fps=1e7, horizon=2, end_ns=299, snap=1)
+    assert exact.tolist() == [[False, False, True]] and snapped.tolist() == [[False, False, False]]
+    assert align.array_ok(ts, np.array([300]), 100, snap=1).tolist() == [True]
+    assert align.array_ok(ts, np.array([301]), 100, snap=1).tolist() == [False]

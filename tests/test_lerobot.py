@@ -86,3 +86,31 @@ def test_converted_lerobot_packs_and_loads(real_data, client):
     x = ds[10]
     assert x["wrist/rgb"].shape == (3, 360, 640) and x["action"].shape == (8, 6)
     assert len(ds) == sum(-(-e.length // 2) for e in LeRobotDataset(real_data / V30).select())
+
+
+def test_the_task_and_indices_of_a_real_recording_reach_every_sample(real_data, client):
+    """The SO-101 recording's task ("pick and place", from meta/tasks.parquet) is in every
+    sample's meta, with its episode's position in the slice and its step on the grid, through
+    both datasets."""
+    report = ingest(client, "lerobot", [real_data / V30], "so101", slice_name="so101-tasks", progress=False,
+                    options={"mapping": {"observation.images.wrist": None}})
+    kw = dict(obs=["observation/state"], action="action/value", fps=15, horizon=4)
+    ds = rayform.torch.EpisodeDataset(report.slice, **kw)
+    metas = [ds[i]["meta"] for i in range(len(ds))]
+    assert {m["task"] for m in metas} == {"pick and place"}
+    lengths = [e.length for e in LeRobotDataset(real_data / V30).select()]
+    for episode, length in enumerate(lengths):
+        frames = sorted(m["frame_index"] for m in metas if m["episode_index"] == episode)
+        assert frames == list(range(-(-length // 2)))  # every grid step of the episode, once
+        assert {m["segment"] for m in metas if m["episode_index"] == episode} == {report.slice.segments[episode].id}
+    streamed = rayform.torch.StreamingEpisodeDataset(report.slice, **kw, batch_size=16)
+    seen = {(seg, int(e), int(f), task) for b in streamed for seg, e, f, task in
+            zip(b["meta"]["segment"], b["meta"]["episode_index"], b["meta"]["frame_index"], b["meta"]["task"])}
+    assert seen == {(m["segment"], m["episode_index"], m["frame_index"], m["task"]) for m in metas}
+
+
+def test_a_task_given_at_ingest_is_every_episode_s(real_data, client):
+    report = ingest(client, "lerobot", [real_data / V30], "so101b", slice_name="so101-named", progress=False,
+                    options={"mapping": {"observation.images.wrist": None}, "task": "stack the cubes"})
+    x = rayform.torch.EpisodeDataset(report.slice, obs=["observation/state"], fps=15)[0]
+    assert x["meta"]["task"] == "stack the cubes"

@@ -68,19 +68,22 @@ def test_webdataset_reads_the_shards_unmodified(demo_client):
     assert first["segment"] == s.segments[0].id and first["slice"] == s.id
 
 
-def test_kept_images_are_the_recorded_bytes_never_from_the_future(demo_client):
+def test_kept_images_are_the_recorded_bytes_never_from_beyond_the_snap(demo_client):
+    """The frame at or before each instant, a frame stamped within 1% of a period after it
+    counting as at it (PackSpec.snap); never one later than that."""
     client, s = demo_client
     pack = client.pack(s, 15, workers=1, progress=False)
     seg = s.segment(0)
     ts = seg.timestamps("cam0/rgb")
+    snap = int(0.01 * np.median(np.diff(ts)))
     with tarfile.open(_shard_path(client, pack)) as tf:
         members = {ti.name: tf.extractfile(ti).read() for ti in tf.getmembers()}
     keys = sorted({n.split(".", 1)[0] for n in members if n.startswith(seg.id)})
     assert len(keys) == pack.segments[0]["samples"]
     for key in keys[:20]:
         low = records.loads(members[f"{key}.{LOWDIM}"])
-        frame = int(np.searchsorted(ts, low["t_ns"], side="right") - 1)
-        assert ts[frame] <= low["t_ns"]
+        frame = int(np.searchsorted(ts, low["t_ns"] + snap, side="right") - 1)
+        assert ts[frame] <= low["t_ns"] + snap
         assert members[f"{key}.cam0.rgb.jpg"] == seg.frame_bytes("cam0/rgb", frame)
 
 
@@ -194,7 +197,8 @@ def test_an_interleaved_pack_holds_the_same_samples_spread_over_every_shard(demo
             first += shard.samples
         return n
 
-    assert both(mixed) >= len(mixed.shards) - 1 and both(in_time) <= 1
+    full = sum(sh.samples >= 8 for sh in mixed.shards)  # a shard of a few samples may hold one segment
+    assert both(mixed) >= full - 1 and both(in_time) <= 1
 
 
 def test_the_datasets_choose_the_interleaved_pack(demo_client):
@@ -203,3 +207,39 @@ def test_the_datasets_choose_the_interleaved_pack(demo_client):
     assert client.packs.find(s, 15, ["cam0/rgb"], horizon=16).spec.interleave_seed is None  # the only one
     mixed = client.pack(s, 15, workers=1, progress=False)
     assert client.packs.find(s, 15, ["cam0/rgb"], horizon=16).digest == mixed.digest
+
+
+def _camera_and_joints(client, name: str, jitter_ns: int, seed: int = 0):
+    """Two seconds: a 30 Hz camera whose frame i is all value 4·i, joints at 100 Hz; every
+    timestamp moved by up to ±jitter_ns (as float seconds make them), order kept."""
+    rng = np.random.default_rng(seed)
+    cam_t = np.round(np.arange(60) * (1e9 / 30)).astype(np.int64)
+    arr_t = np.arange(200, dtype=np.int64) * 10_000_000
+    cam_t = cam_t + rng.integers(-jitter_ns, jitter_ns + 1, len(cam_t))
+    arr_t = arr_t + rng.integers(-jitter_ns, jitter_ns + 1, len(arr_t))
+    frames = [imagecodec.encode_png(np.full((8, 8, 3), 4 * i, np.uint8)) for i in range(60)]
+    ref = client.segments.add("lab", name, [
+        ImageStream("cam", cam_t, frames),
+        ArrayStream("x", arr_t, np.linspace(0, 1, 200, dtype=np.float32)[:, None]),
+    ])
+    return client.slices.create([ref], name=name)
+
+
+def test_timestamps_a_microsecond_off_the_grid_pack_the_same_samples_and_frames(client):
+    """±1 µs of jitter: the same instants kept, the same frame at each (not the one before,
+    33 ms stale), the same pad mask, as exact timestamps."""
+    import rayform
+
+    seen = {}
+    for name, jitter, snap in (("exact", 0, 0.01), ("jittered", 1_000, 0.01), ("unsnapped", 1_000, 0)):
+        s = _camera_and_joints(client, name, jitter)
+        pack = client.pack(s, 30, workers=1, progress=False, max_horizon=4, interleave_seed=None, snap=snap)
+        ds = rayform.torch.EpisodeDataset(s, obs=["cam"], action="x", fps=30, horizon=4)
+        samples = sorted((ds[i] for i in range(len(ds))), key=lambda x: x["meta"]["frame_index"])
+        seen[name] = (pack.samples, [int(x["cam"][0, 0, 0]) for x in samples],
+                      [x["action_is_pad"].tolist() for x in samples], [x["meta"]["frame_index"] for x in samples])
+    assert seen["exact"][0] == 60 and seen["jittered"] == seen["exact"]
+    assert seen["exact"][1] == [4 * i for i in range(60)]  # frame i at instant i
+    assert seen["unsnapped"][1] != seen["exact"][1]  # aligned exactly, the jitter shows stale frames
+    exact = PackSpec(fps=30, snap=0)
+    assert "snap" not in exact.to_manifest() and PackSpec.from_manifest(exact.to_manifest()).snap == 0

@@ -70,7 +70,8 @@ def test_every_key_shape_and_dtype_of_the_table(packed):
     assert x["action"].shape == (16, 8) and x["action"].dtype == torch.float32
     assert x["action_is_pad"].shape == (16,) and x["action_is_pad"].dtype == torch.bool
     assert x["t_ns"].shape == () and x["t_ns"].dtype == torch.int64
-    assert set(x["meta"]) == {"slice", "segment", "segment_version", "site"} and x["meta"]["slice"] == s.id
+    assert {"slice", "segment", "segment_version", "site"} <= set(x["meta"]) and x["meta"]["slice"] == s.id
+    assert set(x["meta"]) - {"slice", "segment", "segment_version", "site"} == {"task", "episode_index", "frame_index"}
 
 
 def test_a_batch_is_the_stack_of_its_samples(packed):

@@ -134,6 +134,7 @@ def pack(args: argparse.Namespace) -> int:
         max_horizon=args.horizon,
         shard_bytes=parse_size(args.shard_size),
         staleness=args.staleness,
+        snap=args.snap,
         interleave_seed=None if args.time_order else args.interleave_seed,
     )
     p = pack_slice(s, spec, workers=args.workers, progress=not args.quiet, force=args.force)
@@ -258,7 +259,7 @@ def ingest(args: argparse.Namespace) -> int:
         raise InvalidInput("ingest: --site is required (where the recordings come from)")
     client = _client(args)
     options = {"mapping": _mapping(args), "allow_missing": args.allow_missing, "fps": args.fps, "stamp": args.stamp,
-               "joints": [j.strip() for j in args.joints.split(",")] if args.joints else None}
+               "joints": [j.strip() for j in args.joints.split(",")] if args.joints else None, "task": args.task}
     report = ingest_sources(client, args.format, args.paths, args.site, options=options, slice_name=args.slice,
                             workers=args.workers, progress=not args.quiet)
     for ref in report.segments:

@@ -86,6 +86,8 @@ def _parser() -> argparse.ArgumentParser:
     pk.add_argument("--horizon", type=int, default=16, help="maximum action horizon, in steps")
     pk.add_argument("--shard-size", default="64MiB", help="target shard size (default 64MiB)")
     pk.add_argument("--staleness", type=float, default=1.5, help="alignment tolerance in stream periods")
+    pk.add_argument("--snap", type=float, default=0.01,
+                    help="a timestamp this fraction of its stream's period after an instant counts as at it (default 0.01)")
     pk.add_argument("--interleave-seed", type=int, default=0,
                     help="seed of the permuted layout that makes every shard a uniform sample (default 0)")
     pk.add_argument("--time-order", action="store_true",
@@ -107,6 +109,7 @@ def _parser() -> argparse.ArgumentParser:
     ing.add_argument("--stamp", choices=["header", "log"], default="header",
                      help="ros: the header stamp when set (default), or always the log time")
     ing.add_argument("--joints", help="ros: comma-separated joint names, in the order wanted")
+    ing.add_argument("--task", help="the task or language instruction of every episode (lerobot: over its own)")
     ing.add_argument("--workers", type=int, help="sources converted at once (default: all cores)")
     ing.add_argument("--list", action="store_true", help="show what each source holds; convert nothing")
     ing.set_defaults(run=c.ingest)

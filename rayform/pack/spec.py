@@ -40,6 +40,11 @@ class PackSpec:
     permutation seeded by it, so every shard is a uniform sample of the slice and a stream of
     shards is as mixed as random access (the default, seed 0); ``None`` keeps time order
     (segment after segment), as packs made before interleaving.
+    ``snap``: a timestamp within this fraction of its stream's median period after an
+    instant counts as at the instant (1%: 333 µs for a 30 Hz camera, 10 µs at 1 kHz; LeRobot
+    uses a flat 100 µs), so frames stamped a hair off the grid are not taken for stale ones
+    and a last step a nanosecond past the end is not padding; 0: exact, as packs made
+    before it.
     """
 
     fps: float
@@ -51,6 +56,7 @@ class PackSpec:
     shard_bytes: int = 64 << 20
     staleness: float = 1.5
     interleave_seed: int | None = 0
+    snap: float = 0.01
     samples_per_task: int = field(default=256, compare=False)
 
     def __post_init__(self) -> None:
@@ -66,6 +72,9 @@ class PackSpec:
         if isinstance(self.staleness, bool) or not isinstance(self.staleness, (int, float)) \
                 or not math.isfinite(self.staleness) or not 0 < self.staleness <= 1000:
             raise InvalidInput(f"staleness {str(self.staleness)[:40]!r}: must be a number in (0, 1000]")
+        if isinstance(self.snap, bool) or not isinstance(self.snap, (int, float)) \
+                or not math.isfinite(self.snap) or not 0 <= self.snap <= 0.5:
+            raise InvalidInput(f"snap {str(self.snap)[:40]!r}: a fraction of a period in [0, 0.5]")
         if self.resize is not None:
             if not isinstance(self.resize, (tuple, list)) or len(self.resize) != 2 or not all(
                     isinstance(v, numbers.Integral) and not isinstance(v, bool) and 1 <= v <= MAX_SIDE
@@ -89,12 +98,15 @@ class PackSpec:
         out["resize"] = list(self.resize) if self.resize is not None else None
         if self.interleave_seed is None:
             out.pop("interleave_seed")  # time order: as packs were before interleaving, same key
+        if self.snap == 0:
+            out.pop("snap")  # exact: as packs were before snapping, same key
         return out
 
     @classmethod
     def from_manifest(cls, m: dict[str, Any]) -> PackSpec:
-        # a pack made before interleaving holds its samples in time order
-        return cls(**{"interleave_seed": None, **m})
+        # a pack made before interleaving holds its samples in time order; one made before
+        # snapping aligned exactly
+        return cls(**{"interleave_seed": None, "snap": 0, **m})
 
     def key(self) -> str:
         """A short, stable name for these parameters: ``fps15-<8 hex>``."""

@@ -5,6 +5,9 @@ The rules (DESIGN.md):
 - the grid is ``t_k = t_0 + round(k * 1e9 / fps)`` over the time where every stream has data;
 - an image is the latest frame at or before ``t_k``, never a future one, and is rejected
   (the instant dropped, and counted) when it is older than the tolerance;
+- a timestamp within ``snap`` after an instant counts as at it (recorders stamp frames a few
+  hundred ns off the grid their float seconds meant): for the frame chosen, for the range
+  an array covers, and for the end a future window pads past. Never more than ``snap``;
 - an array is interpolated between its two recorded values around ``t_k``: linearly for
   floats, by slerp for the quaternion of a pose, by holding the earlier value for integer
   and bool data; it is rejected when those two values are further apart than twice the
@@ -39,14 +42,19 @@ def grid(start_ns: int, end_ns: int, fps: float) -> np.ndarray:
     return start_ns + np.round(np.arange(n) * step).astype(np.int64)
 
 
-def latest_at_or_before(ts: np.ndarray, t: np.ndarray) -> np.ndarray:
-    """Index of the last timestamp ``<= t`` for each instant; -1 where there is none."""
-    return np.searchsorted(ts, t, side="right") - 1
+def snap_ns(ts: np.ndarray, snap: float) -> int:
+    """How far after an instant a timestamp of this stream still counts as at it."""
+    return int(snap * median_period_ns(ts))
 
 
-def image_indices(ts: np.ndarray, t: np.ndarray, tolerance_ns: int) -> tuple[np.ndarray, np.ndarray]:
+def latest_at_or_before(ts: np.ndarray, t: np.ndarray, snap: int = 0) -> np.ndarray:
+    """Index of the last timestamp ``<= t + snap`` for each instant; -1 where there is none."""
+    return np.searchsorted(ts, t + snap, side="right") - 1
+
+
+def image_indices(ts: np.ndarray, t: np.ndarray, tolerance_ns: int, snap: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """For each instant: the frame to show, and whether it is fresh enough to use."""
-    idx = latest_at_or_before(ts, t)
+    idx = latest_at_or_before(ts, t, snap)
     ok = idx >= 0
     age = t - ts[np.maximum(idx, 0)]
     ok &= age <= tolerance_ns
@@ -65,9 +73,10 @@ def bracket(ts: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.n
     return lo, hi, np.clip(w, 0.0, 1.0)
 
 
-def array_ok(ts: np.ndarray, t: np.ndarray, tolerance_ns: int) -> np.ndarray:
-    """Whether each instant lies inside the recording with no gap wider than 2×tolerance."""
-    inside = (t >= ts[0]) & (t <= ts[-1])
+def array_ok(ts: np.ndarray, t: np.ndarray, tolerance_ns: int, snap: int = 0) -> np.ndarray:
+    """Whether each instant lies inside the recording (``snap`` at either end) with no gap
+    wider than 2×tolerance."""
+    inside = (t >= ts[0] - snap) & (t <= ts[-1] + snap)
     lo, hi, _ = bracket(ts, t)
     result: np.ndarray = inside & ((ts[hi] - ts[lo]) <= 2 * tolerance_ns)
     return result
@@ -110,16 +119,18 @@ def slerp(q0: np.ndarray, q1: np.ndarray, w: np.ndarray) -> np.ndarray:
 
 
 def future_window(
-    ts: np.ndarray, values: np.ndarray, t: np.ndarray, fps: float, horizon: int, end_ns: int, kind: str = "array"
+    ts: np.ndarray, values: np.ndarray, t: np.ndarray, fps: float, horizon: int, end_ns: int, kind: str = "array",
+    snap: int = 0,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Values at ``t + j/fps`` for ``j = 0..horizon`` and where each ran past ``end_ns``.
+    """Values at ``t + j/fps`` for ``j = 0..horizon`` and where each ran past ``end_ns``
+    (by more than ``snap``).
 
     Returns ``(len(t), horizon + 1, *shape)`` values and a ``(len(t), horizon + 1)`` bool pad
     mask. Past the end the last value inside is held.
     """
     offsets = np.round(np.arange(horizon + 1) * (NS / fps)).astype(np.int64)
     when = t[:, None] + offsets[None, :]
-    pad = when > end_ns
+    pad = when > end_ns + snap
     when = np.minimum(when, end_ns)  # held: the value at the end, for every padded step
     flat = interpolate(ts, values, when.reshape(-1), kind)
     return flat.reshape(len(t), horizon + 1, *values.shape[1:]), pad

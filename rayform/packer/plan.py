@@ -50,8 +50,9 @@ class Task:
 def plan_segment(position: int, seg: Segment, sel: SliceSegment, spec: PackSpec) -> SegmentPlan:
     streams = spec.streams or ()
     stamps = {name: seg.timestamps(name) for name in streams}
+    snaps = {name: align.snap_ns(ts, spec.snap) for name, ts in stamps.items()}
     start = max(int(ts[0]) for ts in stamps.values())
-    end = min(int(ts[-1]) for ts in stamps.values())
+    end = min(int(ts[-1]) + snaps[name] for name, ts in stamps.items())
     if sel.start_ns is not None:
         start = max(start, sel.start_ns)
     if sel.end_ns is not None:
@@ -63,9 +64,9 @@ def plan_segment(position: int, seg: Segment, sel: SliceSegment, spec: PackSpec)
         info = seg.streams[name]
         tolerance = int(spec.staleness * align.median_period_ns(ts))
         if info.is_image:
-            _, ok = align.image_indices(ts, t, tolerance)
+            _, ok = align.image_indices(ts, t, tolerance, snaps[name])
         else:
-            ok = align.array_ok(ts, t, tolerance)
+            ok = align.array_ok(ts, t, tolerance, snaps[name])
         dropped[name] = int(np.count_nonzero(~ok))
         keep &= ok
     k = np.flatnonzero(keep)

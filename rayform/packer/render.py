@@ -4,7 +4,9 @@ Runs in pool workers, so everything it takes is picklable and it opens the store
 A sample is the members of one key::
 
     <key>.<stream with / as .>.jpg|png|npy   one per image stream
-    <key>.lowdim.mp                          t_ns, meta fields, and for every array stream
+    <key>.lowdim.mp                          t_ns, meta fields (slice, segment, its version,
+                                             site, task, its position in the slice, the grid
+                                             step in it), and for every array stream
                                              its values at t + j/fps, j = 0..max_horizon,
                                              with the pad mask
 """
@@ -69,17 +71,21 @@ def render_task(
     arrays: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     for name, s in schema.items():
         ts = seg.timestamps(name)
+        snap = align.snap_ns(ts, spec.snap)
         if s.kind == "image":
-            idx = align.latest_at_or_before(ts, t)
+            idx = align.latest_at_or_before(ts, t, snap)
             images[s.member] = [_image_member(seg, name, int(i), s, spec) for i in idx]
         else:
             end = min(end_ns, int(ts[-1]))
-            arrays[name] = align.future_window(ts, seg.values(name), t, spec.fps, spec.max_horizon, end, s.kind)
+            arrays[name] = align.future_window(ts, seg.values(name), t, spec.fps, spec.max_horizon, end, s.kind,
+                                               snap)
     out = []
     for j in range(len(t)):
         lowdim = {
             "t_ns": int(t[j]),
             "index": int(task.grid_index[j]),
+            "episode": task.position,
+            "task": seg.task,
             "slice": slice_id,
             "segment": seg.id,
             "segment_version": seg.version,

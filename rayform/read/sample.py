@@ -11,7 +11,11 @@ each array in obs   as recorded       float32   poses in the requested ``frame``
 ``action``          ``(horizon, J)``  float32   ``x_delta``: x(t+(k+1)/fps) − x(t); else x(t+(k+1)/fps)
 ``action_is_pad``   ``(horizon,)``    bool      the window ran past the segment's end
 ``t_ns``            ``()``            int64     sample time
-``meta``            dict                        slice, segment, segment_version, site
+``meta``            dict                        slice, segment, segment_version, site (str);
+                                                task (str: the segment's task or instruction),
+                                                episode_index (int: the segment's position in
+                                                the slice), frame_index (int: the grid step in
+                                                the segment)
 ==================  ================  ========  ===============================================
 """
 
@@ -74,8 +78,10 @@ class SampleSpec:
 class SampleBuilder:
     """Validates a :class:`SampleSpec` against a pack once, then builds samples fast."""
 
-    def __init__(self, pack: Pack, spec: SampleSpec):
+    def __init__(self, pack: Pack, spec: SampleSpec, episodes: Mapping[str, int] | None = None):
         self.pack = pack
+        # a segment's position in the slice, for packs whose records predate "episode"
+        self.episodes = dict(episodes or {})
         self.spec = spec
         schema = pack.schema
         for name in spec.obs:
@@ -162,9 +168,15 @@ class SampleBuilder:
             if isinstance(t_ns, bool) or not isinstance(t_ns, int):
                 raise Malformed(f"{what}: t_ns is not an integer")
             out["t_ns"] = _put(into, "t_ns", np.asarray(t_ns, np.int64), np.int64)
-            out["meta"] = {k: low[k] for k in self.meta_keys}
-            if not all(isinstance(v, str) for v in out["meta"].values()):
+            meta = {k: low[k] for k in self.meta_keys}
+            meta["task"] = low.get("task", "")
+            if not all(isinstance(v, str) for v in meta.values()):
                 raise Malformed(f"{what}: meta values are not strings")
+            episode, frame = low.get("episode", self.episodes.get(meta["segment"], -1)), low["index"]
+            if any(isinstance(v, bool) or not isinstance(v, int) for v in (episode, frame)):
+                raise Malformed(f"{what}: episode {str(episode)[:20]} and frame {str(frame)[:20]} are not integers")
+            meta["episode_index"], meta["frame_index"] = episode, frame
+            out["meta"] = meta
         return out
 
     def _future(self, arrays: Mapping[str, Any], s: StreamSchema, what: str) -> np.ndarray:

@@ -83,6 +83,18 @@ class Segment:
     def __repr__(self) -> str:
         return f"Segment({self.id}@{self.version[:8]}, site={self.site!r}, name={self.name!r})"
 
+    @property
+    def task(self) -> str:
+        """The segment's task or language instruction: ``meta["task"]``, else its ``meta["tasks"]``
+        joined by "; " (LeRobot's episode tasks), else ""."""
+        task = self.meta.get("task")
+        if isinstance(task, str):
+            return task
+        tasks = self.meta.get("tasks")
+        if isinstance(tasks, list) and all(isinstance(t, str) for t in tasks):
+            return "; ".join(tasks)
+        return ""
+
     def stream(self, name: str) -> StreamInfo:
         try:
             return self.streams[name]

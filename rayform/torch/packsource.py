@@ -31,7 +31,10 @@ def sample_spec(obs: str | Sequence[str] | SampleSpec, action: str | None, fps: 
 
 def open_samples(slice_: Slice, spec: SampleSpec) -> SampleBuilder:
     """The builder of ``spec``'s samples from the slice's pack at ``spec.fps``."""
-    return SampleBuilder(pack_for(slice_, spec), spec)
+    episodes: dict[str, int] = {}
+    for i, s in enumerate(slice_.segments):
+        episodes.setdefault(s.id, i)
+    return SampleBuilder(pack_for(slice_, spec), spec, episodes)
 
 
 def mixture_parts(slices: Slice | Sequence[tuple[Slice, float]]) -> tuple[list[Slice], list[float] | None]:
