@@ -51,7 +51,7 @@ def test_keys_shapes_and_dtypes(ramp):
     assert x["action_is_pad"].shape == (4,) and x["action_is_pad"].dtype == bool
     assert x["t_ns"].shape == () and x["t_ns"].dtype == np.int64
     assert x["meta"] == {"slice": s.id, "segment": s.segments[0].id, "segment_version": s.segments[0].version,
-                         "site": "lab"}
+                         "site": "lab", "task": "", "episode_index": 0, "frame_index": 3}  # the 4th grid step
 
 
 def test_delta_actions_against_hand_computed_values(ramp):

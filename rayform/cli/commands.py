@@ -148,6 +148,27 @@ def pack(args: argparse.Namespace) -> int:
     return 0
 
 
+def stats(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    client = _client(args)
+    pack = client.packs.find(args.slice, args.fps)
+    if pack.stats is None:
+        raise InvalidInput(f"{args.slice}: its pack at {args.fps:g} fps was made before packs kept statistics. "
+                           f"Run: rayform pack {args.slice} --fps {args.fps:g} --force")
+    print(f"{pack.slice_id} at {pack.fps:g} fps ({pack.spec.key()}), {pack.samples} samples")
+    for name, s in pack.stats.items():
+        base = pack.schema.get(name.removesuffix("_delta"))
+        labels = list(base.names) if base is not None and base.names and len(base.names) == s.mean.size else \
+            [str(i) for i in range(s.mean.size)]
+        print(f"{name}  {tuple(s.mean.shape)}  count {s.count}")
+        print(f"  {'element':14} {'mean':>10} {'std':>10} {'min':>10} {'max':>10} {'q01':>10} {'q99':>10}")
+        columns = [np.ravel(v) for v in (s.mean, s.std, s.min, s.max, s.q01, s.q99)]
+        for i, label in enumerate(labels):
+            print(f"  {label[:14]:14} " + " ".join(f"{c[i]:10.4g}" for c in columns))
+    return 0
+
+
 def verify(args: argparse.Namespace) -> int:
     client = _client(args)
     s = client.slices.get(args.slice)

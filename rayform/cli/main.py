@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -129,6 +130,11 @@ def _parser() -> argparse.ArgumentParser:
     cl.add_argument("slice", nargs="?", help="the slice whose cached packs go (default: the whole cache)")
     cl.set_defaults(run=c.cache_clean)
 
+    st = _command(sub, common, "stats", help="a pack's normalization statistics, per array stream and element")
+    st.add_argument("slice")
+    st.add_argument("--fps", type=float, required=True, help="the pack's rate")
+    st.set_defaults(run=c.stats)
+
     v = _command(sub, common, "verify", help="re-hash every blob of a slice and its packs")
     v.add_argument("slice")
     v.add_argument("--fps", type=float, help="only the packs at this fps")
@@ -165,6 +171,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("rayform: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader went away (`rayform stats … | head`): nothing to report
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+        return 0
     except Exception as e:
         if args.debug:
             raise

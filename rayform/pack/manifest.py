@@ -17,6 +17,7 @@ from rayform.errors import Malformed
 from rayform.pack import layout
 from rayform.pack.layout import StreamSchema
 from rayform.pack.spec import PACK_FORMAT, PackSpec
+from rayform.pack.stats import StreamStats, stats_of
 from rayform.untrusted import array_list, integer, mapping, parsing
 
 MAX_SHARD_BYTES = 1 << 40
@@ -54,6 +55,8 @@ class Pack:
             self.schema: dict[str, StreamSchema] = {
                 n: StreamSchema.from_manifest(n, s, what) for n, s in mapping(manifest.get("schema"), what).items()
             }
+        # per array stream (and <stream>_delta); None for a pack made before they were kept
+        self.stats: dict[str, StreamStats] | None = stats_of(manifest, what)
         self.members: list[str] = list(array_list(manifest, "members", what))
         expected = layout.members_of(self.schema)
         if self.members != expected:

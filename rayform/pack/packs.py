@@ -57,9 +57,10 @@ class Packs:
         ]
         if not fitting:
             raise PackNotFound(
-                f"{sid}: no pack at {fps} fps with {', '.join(streams) or 'these streams'} and horizon ≥ {horizon}. "
-                f"Run: rayform pack {sid} --fps {fps:g}"
+                f"{sid}: no pack at {float(fps):g} fps with {', '.join(streams) or 'these streams'} and horizon ≥ {horizon}. "
+                f"Run: rayform pack {sid} --fps {float(fps):g}"
             )
-        # interleaved first (streamed batches are mixed), then the fewest streams and the shortest horizon
-        return min(fitting, key=lambda p: (p.spec.interleave_seed is None, len(p.spec.streams or ()),
-                                           p.spec.max_horizon, p.digest))
+        # interleaved first (streamed batches are mixed), with statistics, aligned with a snap,
+        # then the fewest streams and the shortest horizon
+        return min(fitting, key=lambda p: (p.spec.interleave_seed is None, p.stats is None, p.spec.snap == 0,
+                                           len(p.spec.streams or ()), p.spec.max_horizon, p.digest))

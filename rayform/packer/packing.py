@@ -28,12 +28,13 @@ from tqdm.auto import tqdm
 from rayform import config
 from rayform.codec import records
 from rayform.errors import InvalidInput, NotFound
-from rayform.pack.layout import StreamSchema, members_of
+from rayform.pack.layout import LOWDIM, StreamSchema, members_of
 from rayform.pack.manifest import Pack
 from rayform.pack.packs import Packs
 from rayform.pack.spec import PACK_FORMAT, PackSpec
 from rayform.packer import shards as shard_files
 from rayform.packer.interleave import Spill, layout_order
+from rayform.packer.measure import StatsMeasure
 from rayform.packer.plan import (
     SegmentPlan,
     Task,
@@ -97,7 +98,9 @@ def _render_pack(slice_: Slice, spec: PackSpec, executor: Executor | None, worke
         samples = _counted(_rendered(slice_, spec, schema, tasks, executor, workers), bar)
         if spec.interleave_seed is not None:
             samples = _interleaved(samples, os.path.join(tmp, "spill"), members, total, spec.interleave_seed)
+        measure = StatsMeasure(schema, total)
         for key, sample in samples:
+            measure.add(sample[LOWDIM])
             for shard in writer.add(key, sample):
                 stored.add(shard)
         for shard in writer.finish():
@@ -115,6 +118,7 @@ def _render_pack(slice_: Slice, spec: PackSpec, executor: Executor | None, worke
         "members": members,
         **stored.manifest_fields(writer.chunk_bytes),
         "samples": total,
+        "stats": {k: v.to_manifest() for k, v in measure.result({n: s.shape for n, s in schema.items()}).items()},
         "instants": sum(p.instants for p in plans),
         "dropped": _dropped(plans),
         "segments": [

@@ -35,6 +35,7 @@ from rayform.frames import check_frame, convert_poses
 from rayform.pack.layout import LOWDIM, META_KEYS, StreamSchema
 from rayform.pack.manifest import Pack
 from rayform.pack.spec import MAX_HORIZON, check_fps
+from rayform.read.normalize import Normalizer
 from rayform.untrusted import parsing
 
 DELTA = "_delta"
@@ -82,6 +83,7 @@ class SampleBuilder:
         self.pack = pack
         # a segment's position in the slice, for packs whose records predate "episode"
         self.episodes = dict(episodes or {})
+        self.normalizer: Normalizer | None = None  # set by a dataset given normalize=
         self.spec = spec
         schema = pack.schema
         for name in spec.obs:
@@ -177,6 +179,8 @@ class SampleBuilder:
                 raise Malformed(f"{what}: episode {str(episode)[:20]} and frame {str(frame)[:20]} are not integers")
             meta["episode_index"], meta["frame_index"] = episode, frame
             out["meta"] = meta
+        if self.normalizer is not None:
+            self.normalizer.apply(out)
         return out
 
     def _future(self, arrays: Mapping[str, Any], s: StreamSchema, what: str) -> np.ndarray:

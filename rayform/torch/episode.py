@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -15,11 +15,12 @@ from rayform.read.reader import PackReader
 from rayform.read.sample import SampleSpec
 from rayform.recordings.slices import Slice
 from rayform.torch.batch import BatchBuffer, Sample
+from rayform.torch.normalization import Normalization
 from rayform.torch.packsource import mixture_parts, open_parts, sample_spec
 from rayform.torch.tensors import to_torch
 
 
-class EpisodeDataset(Dataset[dict[str, Any]]):
+class EpisodeDataset(Normalization, Dataset[dict[str, Any]]):
     """Time-aligned samples of a slice, served from its pack at ``fps``.
 
     ``obs`` names the streams each sample carries (images as ``(3, H, W) uint8``, arrays as
@@ -43,6 +44,11 @@ class EpisodeDataset(Dataset[dict[str, Any]]):
     log line); elsewhere it is an error naming the command to run. Remote shards are fetched
     whole into the shard cache of the slice's store (``Client(store, cache=...)``) on first
     use and read by offset.
+
+    ``dataset.stats`` holds the pack's statistics per array stream; ``normalize={"action":
+    "min_max", "joints/position": "mean_std"}`` normalizes those keys of every sample
+    (``"mean_std"``, ``"min_max"`` or ``"quantile"``: see ``rayform.read.normalize``), and
+    ``dataset.unnormalize(action)`` inverts it.
     """
 
     def __init__(
@@ -56,9 +62,11 @@ class EpisodeDataset(Dataset[dict[str, Any]]):
         *,
         seed: int = 0,
         transform: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+        normalize: Mapping[str, str] | None = None,
     ):
         slices, self.weights = mixture_parts(slice_)
         self.builders = open_parts(slices, sample_spec(obs, action, fps, horizon, frame))
+        self._normalize(normalize)
         self.readers = [PackReader(s.store, b.pack, b.members) for s, b in zip(slices, self.builders)]
         self.builder, self.reader = self.builders[0], self.readers[0]
         self.pack = self.builder.pack

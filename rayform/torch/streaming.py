@@ -22,6 +22,7 @@ from rayform.recordings.slices import Slice
 from rayform.store.cached import CachedStore
 from rayform.store.fetch import Retry
 from rayform.torch.batch import BatchBuffer, Sample, collate_samples, default_collate_fn_map
+from rayform.torch.normalization import Normalization
 from rayform.torch.packsource import mixture_parts, open_parts, sample_spec
 from rayform.torch.tensors import to_torch
 from rayform.torch.world import Split, World, nodes
@@ -41,7 +42,7 @@ class ShuffleConfig:
             raise InvalidInput(f"ShuffleConfig window {value!r}: a whole number of samples, 0..{1 << 24}")
 
 
-class StreamingEpisodeDataset(IterableDataset[dict[str, Any]]):
+class StreamingEpisodeDataset(Normalization, IterableDataset[dict[str, Any]]):
     """Streams a slice's pack at ``fps`` straight from its store (``s3://``, ``gs://``, local…).
 
     Takes the same slice (or weighted mixture of slices) and sample parameters as
@@ -72,6 +73,8 @@ class StreamingEpisodeDataset(IterableDataset[dict[str, Any]]):
     DataLoader's batch size is not known here, so the sequence holds across world sizes only
     with ``num_workers=0``.
 
+    ``stats``, ``normalize=`` and ``unnormalize`` as on :class:`EpisodeDataset`.
+
     Pick it over ``EpisodeDataset`` for slices larger than local disk, or to start
     training before a slice has been fetched.
     """
@@ -91,6 +94,7 @@ class StreamingEpisodeDataset(IterableDataset[dict[str, Any]]):
         retry: Retry = Retry(),
         transform: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
         batch_size: int | None = None,
+        normalize: Mapping[str, str] | None = None,
     ):
         if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int)
                                        or batch_size < 1):
@@ -102,6 +106,7 @@ class StreamingEpisodeDataset(IterableDataset[dict[str, Any]]):
             raise InvalidInput(f"seed {str(seed)[:40]!r}: a whole number")
         slices, self.weights = mixture_parts(slice_)
         self.builders = open_parts(slices, sample_spec(obs, action, fps, horizon, frame))
+        self._normalize(normalize)
         self.builder = self.builders[0]
         self.pack = self.builder.pack
         for s, b in zip(slices, self.builders):

@@ -1,0 +1,128 @@
+"""Normalization statistics of a pack's array streams: what every normalizer reads.
+
+Per array stream and per element: ``count``, ``mean``, ``std`` (exact: float64 sums merged
+chunk by chunk in the pack's fixed order, so 1 or 16 pack processes give the same bytes),
+``min``, ``max``, and ``q01``/``q99`` read off a grid of percentiles 0, 1, …, 100 computed
+exactly on a bounded, evenly spaced sample of the pack (``QUANTILE_SAMPLE`` samples; an
+interleaved pack's order is a uniform one). ``<stream>_delta`` holds the same for
+``x(t+k) − x(t)``, ``k = 1 … max_horizon``, over the steps that are not padding.
+
+Stats of several packs (a mixture, weighted by the samples each gives) merge exactly for
+count, mean, std, min and max; their percentiles come from the parts' grids, each point
+weighing its part's count/100 (within one percent of rank of the exact ones).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from rayform.errors import Malformed
+
+PERCENTILES = np.arange(101)
+QUANTILE_SAMPLE = 100_000
+KEYS = ("count", "mean", "std", "min", "max", "q01", "q99")
+
+
+@dataclass(frozen=True)
+class StreamStats:
+    """One stream's statistics; every array has the stream's element shape, ``percentiles``
+    one more leading axis of 101."""
+
+    count: int
+    mean: np.ndarray
+    std: np.ndarray
+    min: np.ndarray
+    max: np.ndarray
+    percentiles: np.ndarray
+
+    @property
+    def q01(self) -> np.ndarray:
+        return np.asarray(self.percentiles[1])
+
+    @property
+    def q99(self) -> np.ndarray:
+        return np.asarray(self.percentiles[99])
+
+    def as_dict(self) -> dict[str, Any]:
+        """``{"count", "mean", "std", "min", "max", "q01", "q99"}`` as numpy values."""
+        return {"count": self.count, "mean": self.mean, "std": self.std, "min": self.min, "max": self.max,
+                "q01": self.q01, "q99": self.q99}
+
+    def to_manifest(self) -> dict[str, Any]:
+        return {"count": self.count, "shape": list(self.mean.shape), "mean": self.mean.ravel().tolist(),
+                "std": self.std.ravel().tolist(), "min": self.min.ravel().tolist(), "max": self.max.ravel().tolist(),
+                "percentiles": self.percentiles.reshape(len(PERCENTILES), -1).tolist()}
+
+    @classmethod
+    def from_manifest(cls, doc: Any, what: str) -> StreamStats:
+        if not isinstance(doc, Mapping):
+            raise Malformed(f"{what}: not a mapping")
+        count, shape = doc.get("count"), doc.get("shape")
+        if isinstance(count, bool) or not isinstance(count, int) or not 0 < count < 1 << 62:
+            raise Malformed(f"{what}: count {str(count)[:20]} is not a positive whole number")
+        if not isinstance(shape, list) or len(shape) > 8 or not all(
+                isinstance(n, int) and not isinstance(n, bool) and 0 < n <= 1 << 16 for n in shape):
+            raise Malformed(f"{what}: shape {str(shape)[:40]} is not a list of sizes")
+        size = math.prod(shape)
+        if size > 1 << 16:
+            raise Malformed(f"{what}: {size} elements, more than a stream's statistics hold")
+
+        def values(key: str, rows: int | None = None) -> np.ndarray:
+            got = doc.get(key)
+            try:
+                array = np.asarray(got, np.float64)
+            except (TypeError, ValueError):
+                raise Malformed(f"{what}: {key} is not a list of numbers") from None
+            want = (size,) if rows is None else (rows, size)
+            if array.shape != want or not np.all(np.isfinite(array)):
+                raise Malformed(f"{what}: {key} is {array.shape}, not {want} finite numbers")
+            return array.reshape(tuple(shape) if rows is None else (rows, *shape))
+
+        return cls(count, values("mean"), values("std"), values("min"), values("max"),
+                   values("percentiles", len(PERCENTILES)))
+
+
+def of_values(values: np.ndarray, sample: np.ndarray | None = None) -> StreamStats:
+    """The statistics of ``values`` ``(N, *shape)``; percentiles of ``sample`` (default: all)."""
+    v = np.asarray(values, np.float64)
+    q = np.asarray(sample if sample is not None else v, np.float64)
+    return StreamStats(len(v), v.mean(axis=0), v.std(axis=0), v.min(axis=0), v.max(axis=0),
+                       np.percentile(q, PERCENTILES, axis=0))
+
+
+def merge(parts: Sequence[StreamStats]) -> StreamStats:
+    """The statistics of the parts' samples together (see the module's note on percentiles)."""
+    if len(parts) == 1:
+        return parts[0]
+    counts = np.array([p.count for p in parts], np.float64)
+    total = counts.sum()
+    w = (counts / total).reshape((-1,) + (1,) * parts[0].mean.ndim)
+    means = np.stack([p.mean for p in parts])
+    mean = (w * means).sum(axis=0)
+    second = (w * (np.stack([p.std for p in parts]) ** 2 + (means - mean) ** 2)).sum(axis=0)
+    grid = np.concatenate([p.percentiles for p in parts])  # (101·parts, *shape)
+    weight = np.repeat(counts / len(PERCENTILES), len(PERCENTILES))
+    order = np.argsort(grid, axis=0, kind="stable")
+    cum = np.cumsum(weight[order], axis=0) / weight.sum()
+    # the smallest grid value whose cumulative weight reaches each percentile
+    at = np.stack([np.argmax(cum >= (p / 100) - 1e-12, axis=0) for p in PERCENTILES])
+    percentiles = np.take_along_axis(np.take_along_axis(grid, order, axis=0), at, axis=0)
+    percentiles[0] = np.min([p.min for p in parts], axis=0)
+    percentiles[-1] = np.max([p.max for p in parts], axis=0)
+    return StreamStats(int(total), mean, np.sqrt(np.maximum(second, 0)), np.min([p.min for p in parts], axis=0),
+                       np.max([p.max for p in parts], axis=0), percentiles)
+
+
+def stats_of(manifest: Mapping[str, Any], what: str) -> dict[str, StreamStats] | None:
+    """A pack manifest's statistics, checked; None for a pack made before they were kept."""
+    doc = manifest.get("stats")
+    if doc is None:
+        return None
+    if not isinstance(doc, Mapping) or len(doc) > 4096:
+        raise Malformed(f"{what}: stats is not a mapping of streams")
+    return {str(name): StreamStats.from_manifest(s, f"{what}: stats of {str(name)[:80]}") for name, s in doc.items()}
