@@ -85,3 +85,59 @@ def convert_poses(poses: np.ndarray, src: str, dst: str | None) -> np.ndarray:
     out[..., :3] = poses[..., :3] @ r.T
     out[..., 3:] = quat_multiply(quat_multiply(np.broadcast_to(qr, poses[..., 3:].shape), poses[..., 3:]), qr_inv)
     return out.astype(poses.dtype, copy=False)
+
+
+ROTATIONS = {"quat": 4, "rot6d": 6, "axis_angle": 3}  # a rotation's representation and its size
+
+
+def quat_conjugate(q: np.ndarray) -> np.ndarray:
+    """The inverse of unit quaternions ``(..., 4)`` in (x, y, z, w) order."""
+    result: np.ndarray = q * np.array([-1.0, -1.0, -1.0, 1.0])
+    return result
+
+
+def quat_to_matrix(q: np.ndarray) -> np.ndarray:
+    """Rotation matrices ``(..., 3, 3)`` of unit quaternions ``(..., 4)`` (x, y, z, w)."""
+    q = q / np.linalg.norm(q, axis=-1, keepdims=True)
+    x, y, z, w = np.moveaxis(q, -1, 0)
+    return np.stack([
+        np.stack([1 - 2 * (y * y + z * z), 2 * (x * y - z * w), 2 * (x * z + y * w)], axis=-1),
+        np.stack([2 * (x * y + z * w), 1 - 2 * (x * x + z * z), 2 * (y * z - x * w)], axis=-1),
+        np.stack([2 * (x * z - y * w), 2 * (y * z + x * w), 1 - 2 * (x * x + y * y)], axis=-1),
+    ], axis=-2)
+
+
+def rotate(q: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """Vectors ``(..., 3)`` rotated by unit quaternions ``(..., 4)``."""
+    result: np.ndarray = np.einsum("...ij,...j->...i", quat_to_matrix(q), v)
+    return result
+
+
+def represent(q: np.ndarray, rotation: str) -> np.ndarray:
+    """Unit quaternions ``(..., 4)`` as ``"quat"`` (x, y, z, w, w ≥ 0), ``"rot6d"`` (the first
+    two columns of the matrix, column after column) or ``"axis_angle"`` (axis × angle, radians)."""
+    q = q / np.linalg.norm(q, axis=-1, keepdims=True)
+    q = np.where(q[..., 3:] < 0, -q, q)  # q and −q are one rotation: the one with w ≥ 0
+    if rotation == "quat":
+        return q
+    if rotation == "rot6d":
+        m = quat_to_matrix(q)
+        return np.concatenate([m[..., :, 0], m[..., :, 1]], axis=-1)
+    if rotation == "axis_angle":
+        sin = np.linalg.norm(q[..., :3], axis=-1, keepdims=True)
+        angle = 2 * np.arctan2(sin, q[..., 3:])
+        scale = np.divide(angle, sin, out=np.full_like(sin, 2.0), where=sin > 1e-12)  # small angles: 2·v
+        result: np.ndarray = q[..., :3] * scale
+        return result
+    raise ValueError(f"rotation {rotation!r}: one of {', '.join(ROTATIONS)}")
+
+
+def relative_poses(poses: np.ndarray) -> np.ndarray:
+    """Each pose ``poses[k]`` ``(K, 7)`` seen from ``poses[0]``: ``T₀⁻¹ · Tₖ`` (translation in
+    the first pose's axes, then the rotation from it), as ``(K, 7)``."""
+    p0, q0 = poses[0, :3], poses[0, 3:]
+    inv = quat_conjugate(q0 / np.linalg.norm(q0))
+    out = np.empty(poses.shape, np.float64)
+    out[:, :3] = rotate(np.broadcast_to(inv, (len(poses), 4)), poses[:, :3] - p0)
+    out[:, 3:] = quat_multiply(np.broadcast_to(inv, (len(poses), 4)), poses[:, 3:])
+    return out

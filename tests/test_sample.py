@@ -97,7 +97,7 @@ def test_frame_conversion_applies_to_poses(ramp):
     [
         (SampleSpec(("depth",), None), StreamNotFound, "no stream 'depth'.*It has"),
         (SampleSpec(("cam0/rgb",), "cam0/rgb_delta"), InvalidInput, "image stream"),
-        (SampleSpec(("cam0/rgb",), "ee/pose_delta"), InvalidInput, "difference of poses"),
+        (SampleSpec(("cam0/rgb",), ["joints/position_delta", "gripper"]), StreamNotFound, "action 'gripper'"),
         (SampleSpec(("cam0/rgb",), "joints/position_delta", horizon=9), InvalidInput, "horizon 9 is beyond.*--horizon 9"),
     ],
 )

@@ -118,6 +118,15 @@ def merge(parts: Sequence[StreamStats]) -> StreamStats:
                        np.max([p.max for p in parts], axis=0), percentiles)
 
 
+def concatenate(parts: Sequence[StreamStats]) -> StreamStats:
+    """The statistics of values made by concatenating the parts' (flattened) elements."""
+    def cat(key: str) -> np.ndarray:
+        return np.concatenate([np.asarray(getattr(p, key)).ravel() for p in parts])
+
+    grid = np.concatenate([p.percentiles.reshape(len(PERCENTILES), -1) for p in parts], axis=1)
+    return StreamStats(min(p.count for p in parts), cat("mean"), cat("std"), cat("min"), cat("max"), grid)
+
+
 def stats_of(manifest: Mapping[str, Any], what: str) -> dict[str, StreamStats] | None:
     """A pack manifest's statistics, checked; None for a pack made before they were kept."""
     doc = manifest.get("stats")

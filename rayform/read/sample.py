@@ -8,7 +8,9 @@ key                 shape             dtype     meaning
 ==================  ================  ========  ===============================================
 each image in obs   ``(C, H, W)``     uint8     channels first (a view of the decoded image)
 each array in obs   as recorded       float32   poses in the requested ``frame``
-``action``          ``(horizon, J)``  float32   ``x_delta``: x(t+(k+1)/fps) − x(t); else x(t+(k+1)/fps)
+``action``          ``(horizon, J)``  float32   ``x_delta``: x(t+(k+1)/fps) − x(t); else x(t+(k+1)/fps);
+                                                several parts concatenated, poses as asked
+                                                (``rayform.read.action``)
 ``action_is_pad``   ``(horizon,)``    bool      the window ran past the segment's end
 ``t_ns``            ``()``            int64     sample time
 ``meta``            dict                        slice, segment, segment_version, site (str);
@@ -35,30 +37,39 @@ from rayform.frames import check_frame, convert_poses
 from rayform.pack.layout import LOWDIM, META_KEYS, StreamSchema
 from rayform.pack.manifest import Pack
 from rayform.pack.spec import MAX_HORIZON, check_fps
+from rayform.read.action import DELTA, ActionPart, check_rotation
 from rayform.read.normalize import Normalizer
 from rayform.untrusted import parsing
-
-DELTA = "_delta"
 
 
 @dataclass(frozen=True)
 class SampleSpec:
-    """What a dataset asks of each sample: the ``obs`` streams, the ``action`` (an array
-    stream, or ``<stream>_delta``) ``horizon`` steps long, the pack's rate ``fps``, and the
-    ``frame`` poses are re-expressed in (None: as recorded). Checked when made."""
+    """What a dataset asks of each sample: the ``obs`` streams, the ``action`` (a stream, a
+    ``<stream>_delta``, or several to concatenate: ``rayform.read.action``) ``horizon`` steps
+    long, the pack's rate ``fps``, the ``frame`` poses are re-expressed in (None: as
+    recorded), and the ``rotation`` a pose action's rotation is given as (``"quat"``,
+    ``"rot6d"``, ``"axis_angle"``; None: the recorded quaternion). Checked when made."""
 
     obs: Sequence[str]  # one name, or several: kept as a tuple
-    action: str | None = None
+    action: str | Sequence[str] | None = None  # several: kept as a tuple
     fps: float = 15
     horizon: int = 16
     frame: str | None = None
+    rotation: str | None = None
 
     def __post_init__(self) -> None:
         obs = (self.obs,) if isinstance(self.obs, str) else tuple(self.obs)
         if not obs or not all(isinstance(o, str) and o for o in obs):
             raise InvalidInput(f"obs {str(self.obs)[:80]}: name one stream or more, e.g. obs=[\"cam0/rgb\"]")
-        if self.action is not None and (not isinstance(self.action, str) or not self.action):
-            raise InvalidInput(f"action {self.action!r}: a stream name, e.g. \"joints/position_delta\", or None")
+        if self.action is not None and not isinstance(self.action, str):
+            parts = tuple(self.action) if isinstance(self.action, Sequence) else ()
+            if not parts or not all(isinstance(a, str) and a for a in parts):
+                raise InvalidInput(f"action {str(self.action)[:80]}: a stream name, e.g. \"joints/position_delta\", "
+                                   "several to concatenate, or None")
+            object.__setattr__(self, "action", parts if len(parts) > 1 else parts[0])
+        if self.action == "":
+            raise InvalidInput("action '': a stream name, e.g. \"joints/position_delta\", or None")
+        check_rotation(self.rotation)
         horizon = self.horizon
         if isinstance(horizon, bool) or not isinstance(horizon, numbers.Integral) or not 1 <= horizon <= MAX_HORIZON:
             raise InvalidInput(f"horizon {horizon!r}: a whole number of steps, 1..{MAX_HORIZON}")
@@ -67,12 +78,15 @@ class SampleSpec:
         object.__setattr__(self, "fps", check_fps(self.fps))
         check_frame(self.frame)
 
+    def actions(self) -> tuple[str, ...]:
+        """The parts of the action, as asked (none without one)."""
+        if self.action is None:
+            return ()
+        return (self.action,) if isinstance(self.action, str) else tuple(self.action)
+
     def streams(self) -> list[str]:
         """The packed streams these samples read."""
-        out = list(self.obs)
-        if self.action:
-            base = self.action[: -len(DELTA)] if self.action.endswith(DELTA) else self.action
-            out.append(base)
+        out = list(self.obs) + [a.removesuffix(DELTA) for a in self.actions()]
         return list(dict.fromkeys(out))
 
 
@@ -90,16 +104,13 @@ class SampleBuilder:
             self._stream(schema, name)
         self.images = [schema[n] for n in spec.obs if schema[n].kind == "image"]
         self.arrays = [schema[n] for n in spec.obs if schema[n].kind != "image"]
-        self.action: StreamSchema | None = None
-        self.delta = False
-        if spec.action is not None:
-            self.action, self.delta = self._action(schema, spec.action)
-            if spec.horizon > pack.spec.max_horizon:
-                raise InvalidInput(
-                    f"{pack.slice_id}: horizon {spec.horizon} is beyond the pack's maximum "
-                    f"{pack.spec.max_horizon} at {pack.fps} fps. Run: rayform pack {pack.slice_id} "
-                    f"--fps {pack.fps:g} --horizon {spec.horizon}"
-                )
+        self.actions = [ActionPart.of(schema, a) for a in spec.actions()]
+        if self.actions and spec.horizon > pack.spec.max_horizon:
+            raise InvalidInput(
+                f"{pack.slice_id}: horizon {spec.horizon} is beyond the pack's maximum "
+                f"{pack.spec.max_horizon} at {pack.fps} fps. Run: rayform pack {pack.slice_id} "
+                f"--fps {pack.fps:g} --horizon {spec.horizon}"
+            )
         self.meta_keys = META_KEYS
 
     def _stream(self, schema: Mapping[str, StreamSchema], name: str) -> StreamSchema:
@@ -110,15 +121,15 @@ class SampleBuilder:
             )
         return schema[name]
 
-    def _action(self, schema: Mapping[str, StreamSchema], action: str) -> tuple[StreamSchema, bool]:
-        delta = action.endswith(DELTA) and action not in schema
-        base = action[: -len(DELTA)] if delta else action
-        s = self._stream(schema, base)
-        if s.kind == "image":
-            raise InvalidInput(f"action {action!r}: {base} is an image stream; an action must be an array stream")
-        if delta and s.kind == "pose":
-            raise InvalidInput(f"action {action!r}: a difference of poses is not a pose; use {base!r} itself")
-        return s, delta
+    @property
+    def action_names(self) -> list[str]:
+        """The action's elements, e.g. ``joints/position_delta[shoulder]`` (empty without one)."""
+        return [n for part in self.actions for n in part.names(self.spec.rotation)]
+
+    def _action_shape(self) -> tuple[int, ...]:
+        if len(self.actions) == 1 and self.actions[0].stream.kind != "pose":
+            return tuple(self.actions[0].stream.shape)
+        return (sum(part.width(self.spec.rotation) for part in self.actions),)
 
     @property
     def members(self) -> list[str]:
@@ -129,9 +140,9 @@ class SampleBuilder:
         """Every array a sample holds, as ``(key, shape, dtype)``; images as stored (H, W[, C])."""
         out = [(s.name, tuple(s.shape), np.dtype(s.dtype)) for s in self.images]
         out += [(s.name, tuple(s.shape), np.dtype(np.float32)) for s in self.arrays]
-        if self.action is not None:
+        if self.actions:
             h = self.spec.horizon
-            out += [("action", (h, *self.action.shape), np.dtype(np.float32)),
+            out += [("action", (h, *self._action_shape()), np.dtype(np.float32)),
                     ("action_is_pad", (h,), np.dtype(bool))]
         out.append(("t_ns", (), np.dtype(np.int64)))
         return out
@@ -156,16 +167,20 @@ class SampleBuilder:
             for s in self.arrays:
                 value = self._future(arrays, s, what)[0]
                 out[s.name] = _put(into, s.name, self._in_frame(s, value), np.float32)
-            if self.action is not None:
+            if self.actions:
                 h = self.spec.horizon
-                a = arrays[self.action.name]
-                future = self._in_frame(self.action, self._future(arrays, self.action, what)[: h + 1])
-                future = future.astype(np.float32)
-                pad = records.unpack_array(a["pad"], what)
-                if pad.shape != (self.pack.spec.max_horizon + 1,):
-                    raise Malformed(f"{what}: {self.action.name} pad mask is {pad.shape}")
-                out["action"] = _put(into, "action", future[1:] - future[0] if self.delta else future[1:], np.float32)
-                out["action_is_pad"] = _put(into, "action_is_pad", pad[1 : h + 1], bool)
+                parts, is_pad = [], np.zeros(h, bool)
+                for part in self.actions:
+                    s = part.stream
+                    future = self._in_frame(s, self._future(arrays, s, what)[: h + 1])
+                    parts.append(part.values(future, h, self.spec.rotation))
+                    pad = records.unpack_array(arrays[s.name]["pad"], what)
+                    if pad.shape != (self.pack.spec.max_horizon + 1,):
+                        raise Malformed(f"{what}: {s.name} pad mask is {pad.shape}")
+                    is_pad |= pad[1 : h + 1].astype(bool)
+                action = parts[0] if len(parts) == 1 else np.concatenate([p.reshape(h, -1) for p in parts], axis=-1)
+                out["action"] = _put(into, "action", action, np.float32)
+                out["action_is_pad"] = _put(into, "action_is_pad", is_pad, bool)
             t_ns = low["t_ns"]
             if isinstance(t_ns, bool) or not isinstance(t_ns, int):
                 raise Malformed(f"{what}: t_ns is not an integer")

@@ -25,8 +25,11 @@ class EpisodeDataset(Normalization, Dataset[dict[str, Any]]):
 
     ``obs`` names the streams each sample carries (images as ``(3, H, W) uint8``, arrays as
     ``float32``); ``action`` is an array stream (its future values) or ``<stream>_delta``
-    (future minus current), ``horizon`` steps long; ``frame`` re-expresses pose streams in
-    ``"ros"``, ``"optical"`` or ``"opengl"`` axes (None: as recorded).
+    (future minus current), ``horizon`` steps long, or a pose stream (``rotation``: ``"quat"``,
+    ``"rot6d"``, ``"axis_angle"``) or ``<pose>_delta`` (the relative transform), or a list of
+    these concatenated on the last axis (``dataset.action_names`` names every element; see
+    ``rayform.read.action``); ``frame`` re-expresses pose streams in ``"ros"``, ``"optical"``
+    or ``"opengl"`` axes (None: as recorded).
 
     Order: index ``i`` of epoch ``e`` is sample ``P(seed, e)[i]`` of the pack, where ``P`` is
     a fixed pseudo-random permutation. So ``seed`` and ``set_epoch(e)`` determine which
@@ -55,7 +58,7 @@ class EpisodeDataset(Normalization, Dataset[dict[str, Any]]):
         self,
         slice_: Slice | Sequence[tuple[Slice, float]],
         obs: str | Sequence[str] | SampleSpec,
-        action: str | None = None,
+        action: str | Sequence[str] | None = None,
         fps: float = 15,
         horizon: int = 16,
         frame: str | None = None,
@@ -63,9 +66,10 @@ class EpisodeDataset(Normalization, Dataset[dict[str, Any]]):
         seed: int = 0,
         transform: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
         normalize: Mapping[str, str] | None = None,
+        rotation: str | None = None,
     ):
         slices, self.weights = mixture_parts(slice_)
-        self.builders = open_parts(slices, sample_spec(obs, action, fps, horizon, frame))
+        self.builders = open_parts(slices, sample_spec(obs, action, fps, horizon, frame, rotation))
         self._normalize(normalize)
         self.readers = [PackReader(s.store, b.pack, b.members) for s, b in zip(slices, self.builders)]
         self.builder, self.reader = self.builders[0], self.readers[0]
@@ -78,6 +82,11 @@ class EpisodeDataset(Normalization, Dataset[dict[str, Any]]):
         self._epoch = torch.zeros(1, dtype=torch.int64).share_memory_()  # type: ignore[no-untyped-call]
         self._perm: Permutation | MixtureOrder | None = None
         self._perm_epoch = -1
+
+    @property
+    def action_names(self) -> list[str]:
+        """The action's elements, one per value of its last axis (``rayform.read.action``)."""
+        return self.builder.action_names
 
     def __repr__(self) -> str:
         return (f"EpisodeDataset({self.slice_id}, fps={self.pack.fps:g}, samples={len(self)}, "

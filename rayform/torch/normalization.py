@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from rayform.errors import InvalidInput
-from rayform.pack.stats import StreamStats, merge
+from rayform.pack.stats import StreamStats, concatenate, merge
 from rayform.read.normalize import Normalizer
 from rayform.read.sample import SampleBuilder
 
@@ -34,10 +34,20 @@ class Normalization:
         if not normalize:
             return
         b = self.builders[0]
+        stats = pack_stats(self.builders)
         sources = {s.name: s.name for s in b.arrays}
-        if b.action is not None and b.spec.action is not None:
-            sources["action"] = b.spec.action  # the stream's statistics, or its _delta's
-        self.normalizer = Normalizer(normalize, pack_stats(self.builders), sources)
+        if b.actions:
+            sources["action"] = "action"
+            if "action" in normalize:  # each part's statistics (a stream's, or its _delta's), side by side
+                lacking = [p.asked for p in b.actions if p.asked not in stats or (p.stream.kind == "pose" and
+                                                                                  b.spec.rotation is not None)]
+                if lacking:
+                    raise InvalidInput(f"normalize 'action': the pack keeps no statistics of {lacking[0]} "
+                                       f"{'as ' + b.spec.rotation if b.spec.rotation else '(a relative transform)'}"
+                                       "; normalize the other keys, or leave the action as it is")
+                parts = [stats[p.asked] for p in b.actions]
+                stats = {**stats, "action": parts[0] if len(parts) == 1 else concatenate(parts)}
+        self.normalizer = Normalizer(normalize, stats, sources)
         for builder in self.builders:
             builder.normalizer = self.normalizer
 

@@ -19,14 +19,16 @@ log = logging.getLogger("rayform")
 _DEFAULTS = SampleSpec("_")
 
 
-def sample_spec(obs: str | Sequence[str] | SampleSpec, action: str | None, fps: float, horizon: int,
-                frame: str | None) -> SampleSpec:
+def sample_spec(obs: str | Sequence[str] | SampleSpec, action: str | Sequence[str] | None, fps: float, horizon: int,
+                frame: str | None, rotation: str | None = None) -> SampleSpec:
     """The datasets' sample arguments as one checked value (``obs`` may be that value already)."""
     if isinstance(obs, SampleSpec):
-        if (action, fps, horizon, frame) != (_DEFAULTS.action, _DEFAULTS.fps, _DEFAULTS.horizon, _DEFAULTS.frame):
-            raise InvalidInput("obs is a SampleSpec: give action, fps, horizon and frame inside it, not beside it")
+        if (action, fps, horizon, frame, rotation) != (_DEFAULTS.action, _DEFAULTS.fps, _DEFAULTS.horizon,
+                                                       _DEFAULTS.frame, _DEFAULTS.rotation):
+            raise InvalidInput("obs is a SampleSpec: give action, fps, horizon, frame and rotation inside it, "
+                               "not beside it")
         return obs
-    return SampleSpec(obs, action, fps, horizon, frame)
+    return SampleSpec(obs, action, fps, horizon, frame, rotation)
 
 
 def open_samples(slice_: Slice, spec: SampleSpec) -> SampleBuilder:

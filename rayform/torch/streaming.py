@@ -83,7 +83,7 @@ class StreamingEpisodeDataset(Normalization, IterableDataset[dict[str, Any]]):
         self,
         slice_: Slice | Sequence[tuple[Slice, float]],
         obs: str | Sequence[str] | SampleSpec,
-        action: str | None = None,
+        action: str | Sequence[str] | None = None,
         fps: float = 15,
         horizon: int = 16,
         frame: str | None = None,
@@ -95,6 +95,7 @@ class StreamingEpisodeDataset(Normalization, IterableDataset[dict[str, Any]]):
         transform: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
         batch_size: int | None = None,
         normalize: Mapping[str, str] | None = None,
+        rotation: str | None = None,
     ):
         if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int)
                                        or batch_size < 1):
@@ -105,7 +106,7 @@ class StreamingEpisodeDataset(Normalization, IterableDataset[dict[str, Any]]):
         if isinstance(seed, bool) or not isinstance(seed, int):
             raise InvalidInput(f"seed {str(seed)[:40]!r}: a whole number")
         slices, self.weights = mixture_parts(slice_)
-        self.builders = open_parts(slices, sample_spec(obs, action, fps, horizon, frame))
+        self.builders = open_parts(slices, sample_spec(obs, action, fps, horizon, frame, rotation))
         self._normalize(normalize)
         self.builder = self.builders[0]
         self.pack = self.builder.pack
@@ -139,6 +140,11 @@ class StreamingEpisodeDataset(Normalization, IterableDataset[dict[str, Any]]):
         self._epoch = torch.zeros(1, dtype=torch.int64).share_memory_()  # type: ignore[no-untyped-call]
         self._next = 0  # the next step this reader makes
         self._resume: tuple[int, int | None] = (0, None)  # (step, the worker whose state it is)
+
+    @property
+    def action_names(self) -> list[str]:
+        """The action's elements, one per value of its last axis (``rayform.read.action``)."""
+        return self.builder.action_names
 
     def __repr__(self) -> str:
         return f"StreamingEpisodeDataset({self.slice_id}, fps={self.pack.fps:g}, samples/rank={len(self)})"
