@@ -132,6 +132,7 @@ def pack(args: argparse.Namespace) -> int:
         jpeg_quality=args.quality,
         resize=_parse_resize(args.resize),
         max_horizon=args.horizon,
+        max_history=args.history,
         shard_bytes=parse_size(args.shard_size),
         staleness=args.staleness,
         snap=args.snap,

@@ -85,6 +85,8 @@ def _parser() -> argparse.ArgumentParser:
     pk.add_argument("--quality", type=int, default=90, help="JPEG quality when re-encoding")
     pk.add_argument("--resize", help="HxW, e.g. 224x224 (re-encodes)")
     pk.add_argument("--horizon", type=int, default=16, help="maximum action horizon, in steps")
+    pk.add_argument("--history", type=int, default=0,
+                    help="past steps each sample carries for observation history (default 0)")
     pk.add_argument("--shard-size", default="64MiB", help="target shard size (default 64MiB)")
     pk.add_argument("--staleness", type=float, default=1.5, help="alignment tolerance in stream periods")
     pk.add_argument("--snap", type=float, default=0.01,

@@ -82,9 +82,19 @@ META_KEYS = ("slice", "segment", "segment_version", "site")  # the record's fiel
 INDEX_LEAD = 3  # shard, sample start, sample end; then (offset, size) per member
 
 
-def members_of(schema: Mapping[str, StreamSchema]) -> list[str]:
+def history_member(member: str, steps_back: int) -> str:
+    """The member holding an image stream's frame ``steps_back`` grid steps before the
+    sample's instant (``cam0.rgb.jpg`` → ``cam0.rgb.h2.jpg``); 0: the member itself."""
+    if not steps_back:
+        return member
+    base, _, ext = member.rpartition(".")
+    return f"{base}.h{steps_back}.{ext}"
+
+
+def members_of(schema: Mapping[str, StreamSchema], max_history: int = 0) -> list[str]:
     """A sample's tar members, in the order the tar (and the index) holds them."""
-    return sorted([s.member for s in schema.values() if s.kind == "image"] + [LOWDIM])
+    images = [history_member(s.member, j) for s in schema.values() if s.kind == "image" for j in range(max_history + 1)]
+    return sorted(images + [LOWDIM])
 
 
 def index_columns(members: Iterable[str]) -> int:

@@ -58,7 +58,7 @@ class Pack:
         # per array stream (and <stream>_delta); None for a pack made before they were kept
         self.stats: dict[str, StreamStats] | None = stats_of(manifest, what)
         self.members: list[str] = list(array_list(manifest, "members", what))
-        expected = layout.members_of(self.schema)
+        expected = layout.members_of(self.schema, self.spec.max_history)
         if self.members != expected:
             raise Malformed(f"{what}: members {str(self.members)[:120]} do not match its schema")
         self.shards: tuple[ShardInfo, ...] = tuple(

@@ -48,12 +48,15 @@ class Packs:
                 return pack
         raise PackNotFound(f"{sid}: no pack at {spec.fps} fps with these parameters. Run: rayform pack {sid} --fps {spec.fps}")
 
-    def find(self, slice_: Slice | str, fps: float, streams: Sequence[str] = (), horizon: int = 0) -> Pack:
-        """A pack at ``fps`` holding ``streams`` with a horizon of at least ``horizon``."""
+    def find(self, slice_: Slice | str, fps: float, streams: Sequence[str] = (), horizon: int = 0,
+             history: int = 0) -> Pack:
+        """A pack at ``fps`` holding ``streams`` with a horizon of at least ``horizon`` and a
+        history at least ``history`` steps deep."""
         sid = slice_ if isinstance(slice_, str) else slice_.id
         fitting = [
             p for p in self.list(sid)
-            if float(p.fps) == float(fps) and set(streams) <= set(p.spec.streams or ()) and p.spec.max_horizon >= horizon
+            if float(p.fps) == float(fps) and set(streams) <= set(p.spec.streams or ())
+            and p.spec.max_horizon >= horizon and p.spec.max_history >= history
         ]
         if not fitting:
             raise PackNotFound(
@@ -63,4 +66,5 @@ class Packs:
         # interleaved first (streamed batches are mixed), with statistics, aligned with a snap,
         # then the fewest streams and the shortest horizon
         return min(fitting, key=lambda p: (p.spec.interleave_seed is None, p.stats is None, p.spec.snap == 0,
-                                           len(p.spec.streams or ()), p.spec.max_horizon, p.digest))
+                                           len(p.spec.streams or ()), p.spec.max_horizon, p.spec.max_history,
+                                           p.digest))

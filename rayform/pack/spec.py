@@ -45,6 +45,10 @@ class PackSpec:
     uses a flat 100 µs), so frames stamped a hair off the grid are not taken for stale ones
     and a last step a nanosecond past the end is not padding; 0: exact, as packs made
     before it.
+    ``max_history``: each sample also carries its streams at ``t − j/fps``, ``j = 1 …
+    max_history`` (images as more members, arrays in the record), with a pad mask where
+    that runs before the segment's first sample (whose values it then repeats): what
+    observation history reads, without leaving the sample.
     """
 
     fps: float
@@ -57,6 +61,7 @@ class PackSpec:
     staleness: float = 1.5
     interleave_seed: int | None = 0
     snap: float = 0.01
+    max_history: int = 0
     samples_per_task: int = field(default=256, compare=False)
 
     def __post_init__(self) -> None:
@@ -65,6 +70,7 @@ class PackSpec:
             raise InvalidInput(f"image codec {self.image_codec!r}: one of {', '.join(CODECS)}")
         for name, value, lo, hi in (("JPEG quality", self.jpeg_quality, 1, 100),
                                     ("max horizon", self.max_horizon, 0, MAX_HORIZON),
+                                    ("max history", self.max_history, 0, MAX_HORIZON),
                                     ("shard size", self.shard_bytes, 1 << 16, 1 << 40),
                                     ("samples per task", self.samples_per_task, 1, 1 << 20)):
             if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
@@ -100,6 +106,8 @@ class PackSpec:
             out.pop("interleave_seed")  # time order: as packs were before interleaving, same key
         if self.snap == 0:
             out.pop("snap")  # exact: as packs were before snapping, same key
+        if self.max_history == 0:
+            out.pop("max_history")  # no history: as packs were before it, same key
         return out
 
     @classmethod

@@ -86,7 +86,7 @@ def _render_pack(slice_: Slice, spec: PackSpec, executor: Executor | None, worke
             f"{slice_.id}: no instant at {spec.fps} fps has every stream of {', '.join(streams)} "
             "fresh; check the streams' time ranges or raise the staleness tolerance"
         )
-    members = members_of(schema)
+    members = members_of(schema, spec.max_history)
     _sweep(store)
     tasks = [(plans[t.position], t) for p in plans for t in tasks_of(p, spec.samples_per_task)]
 
@@ -170,7 +170,8 @@ def _rendered(
     workers: int | None,
 ) -> Iterator[list[tuple[str, dict[str, bytes]]]]:
     """Each task's samples, in task order, rendered on the executor with a bounded window."""
-    args = [(slice_.store_ref, plan.segment_id, slice_.id, spec, schema, plan.end_ns, task) for plan, task in tasks]
+    args = [(slice_.store_ref, plan.segment_id, slice_.id, spec, schema, (int(plan.times[0]), plan.end_ns), task)
+            for plan, task in tasks]
     if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
         raise InvalidInput(f"workers {workers}: must be a whole number of processes, at least 1")
     workers = workers or config.pack_workers() or os.cpu_count() or 1

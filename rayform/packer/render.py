@@ -4,11 +4,14 @@ Runs in pool workers, so everything it takes is picklable and it opens the store
 A sample is the members of one key::
 
     <key>.<stream with / as .>.jpg|png|npy   one per image stream
+    <key>.<stream>.h<j>.jpg|png|npy          with max_history: the frame j steps back
     <key>.lowdim.mp                          t_ns, meta fields (slice, segment, its version,
                                              site, task, its position in the slice, the grid
                                              step in it), and for every array stream
                                              its values at t + j/fps, j = 0..max_horizon,
-                                             with the pad mask
+                                             with the pad mask; with max_history, its values
+                                             at t − j/fps (``past``) and the mask of the
+                                             steps before the segment's first sample
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from collections import OrderedDict
 import numpy as np
 
 from rayform.codec import imagecodec, records
-from rayform.pack.layout import LOWDIM, StreamSchema
+from rayform.pack.layout import LOWDIM, StreamSchema, history_member
 from rayform.pack.spec import PackSpec
 from rayform.packer import align
 from rayform.packer.plan import Task
@@ -61,24 +64,35 @@ def render_task(
     slice_id: str,
     spec: PackSpec,
     schema: dict[str, StreamSchema],
-    end_ns: int,
+    span: tuple[int, int],
     task: Task,
 ) -> list[tuple[str, dict[str, bytes]]]:
-    """The samples of one task, in time order, as ``(key, {member: bytes})``."""
+    """The samples of one task, in time order, as ``(key, {member: bytes})``; ``span``: the
+    segment's first sample's instant (history stops there) and where future windows stop."""
     seg = _segment(store_ref, task.version, segment_id)
+    start_ns, end_ns = span
     t = task.times
+    # history: the instants t − j/fps, j = 1 … max_history, held at the segment's first sample
+    back = t[:, None] - np.round(np.arange(1, spec.max_history + 1) * (align.NS / spec.fps)).astype(np.int64)
+    history_pad = back < start_ns
+    back = np.maximum(back, start_ns)
     images: dict[str, list[bytes]] = {}
     arrays: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    past: dict[str, np.ndarray] = {}
     for name, s in schema.items():
         ts = seg.timestamps(name)
         snap = align.snap_ns(ts, spec.snap)
         if s.kind == "image":
-            idx = align.latest_at_or_before(ts, t, snap)
-            images[s.member] = [_image_member(seg, name, int(i), s, spec) for i in idx]
+            for j, when in enumerate([t, *back.T]):
+                idx = align.latest_at_or_before(ts, when, snap)
+                images[history_member(s.member, j)] = [_image_member(seg, name, int(i), s, spec) for i in idx]
         else:
             end = min(end_ns, int(ts[-1]))
-            arrays[name] = align.future_window(ts, seg.values(name), t, spec.fps, spec.max_horizon, end, s.kind,
-                                               snap)
+            values = seg.values(name)
+            arrays[name] = align.future_window(ts, values, t, spec.fps, spec.max_horizon, end, s.kind, snap)
+            if spec.max_history:
+                flat = align.interpolate(ts, values, back.reshape(-1), s.kind)
+                past[name] = flat.reshape(len(t), spec.max_history, *values.shape[1:])
     out = []
     for j in range(len(t)):
         lowdim = {
@@ -91,10 +105,13 @@ def render_task(
             "segment_version": seg.version,
             "site": seg.site,
             "arrays": {
-                name: {"future": records.pack_array(values[j]), "pad": records.pack_array(pad[j])}
+                name: {"future": records.pack_array(values[j]), "pad": records.pack_array(pad[j]),
+                       **({"past": records.pack_array(past[name][j])} if name in past else {})}
                 for name, (values, pad) in arrays.items()
             },
         }
+        if spec.max_history:
+            lowdim["history_pad"] = records.pack_array(history_pad[j])
         members = {member: frames[j] for member, frames in images.items()}
         members[LOWDIM] = records.dumps(lowdim)
         out.append((sample_key(seg.id, seg.version, int(task.grid_index[j])), members))

@@ -34,10 +34,11 @@ from numpy.typing import DTypeLike
 from rayform.codec import imagecodec, records
 from rayform.errors import InvalidInput, Malformed, StreamNotFound
 from rayform.frames import check_frame, convert_poses
-from rayform.pack.layout import LOWDIM, META_KEYS, StreamSchema
+from rayform.pack.layout import LOWDIM, META_KEYS, StreamSchema, history_member
 from rayform.pack.manifest import Pack
 from rayform.pack.spec import MAX_HORIZON, check_fps
 from rayform.read.action import DELTA, ActionPart, check_rotation
+from rayform.read.history import PAD, steps_back
 from rayform.read.normalize import Normalizer
 from rayform.untrusted import parsing
 
@@ -56,6 +57,8 @@ class SampleSpec:
     horizon: int = 16
     frame: str | None = None
     rotation: str | None = None
+    # a stream's past values: a number of steps, or seconds (``rayform.read.history``)
+    history: Mapping[str, int | Sequence[float]] | None = None
 
     def __post_init__(self) -> None:
         obs = (self.obs,) if isinstance(self.obs, str) else tuple(self.obs)
@@ -77,6 +80,15 @@ class SampleSpec:
         object.__setattr__(self, "horizon", int(horizon))
         object.__setattr__(self, "fps", check_fps(self.fps))
         check_frame(self.frame)
+        steps = steps_back(self.history, self.fps)
+        for name in steps:
+            if name not in obs:
+                raise InvalidInput(f"history of {name!r}: not in obs ({', '.join(obs)}); history is of observations")
+        object.__setattr__(self, "history", steps or None)
+
+    def steps_back(self) -> dict[str, tuple[int, ...]]:
+        """Each stream's history as steps back, in output order (none: no history)."""
+        return dict(self.history or {})  # type: ignore[arg-type]  # normalized in __post_init__
 
     def actions(self) -> tuple[str, ...]:
         """The parts of the action, as asked (none without one)."""
@@ -105,6 +117,13 @@ class SampleBuilder:
         self.images = [schema[n] for n in spec.obs if schema[n].kind == "image"]
         self.arrays = [schema[n] for n in spec.obs if schema[n].kind != "image"]
         self.actions = [ActionPart.of(schema, a) for a in spec.actions()]
+        self.history = spec.steps_back()
+        deepest = max((max(k) for k in self.history.values()), default=0)
+        if deepest > pack.spec.max_history:
+            raise InvalidInput(
+                f"{pack.slice_id}: a history {deepest} steps back is beyond its pack's {pack.spec.max_history} at "
+                f"{pack.fps:g} fps. Run: rayform pack {pack.slice_id} --fps {pack.fps:g} --history {deepest}"
+            )
         if self.actions and spec.horizon > pack.spec.max_horizon:
             raise InvalidInput(
                 f"{pack.slice_id}: horizon {spec.horizon} is beyond the pack's maximum "
@@ -134,12 +153,13 @@ class SampleBuilder:
     @property
     def members(self) -> list[str]:
         """The tar members a sample needs."""
-        return [s.member for s in self.images] + [LOWDIM]
+        return [history_member(s.member, k) for s in self.images for k in self.history.get(s.name, (0,))] + [LOWDIM]
 
     def layout(self) -> list[tuple[str, tuple[int, ...], np.dtype]]:
         """Every array a sample holds, as ``(key, shape, dtype)``; images as stored (H, W[, C])."""
-        out = [(s.name, tuple(s.shape), np.dtype(s.dtype)) for s in self.images]
-        out += [(s.name, tuple(s.shape), np.dtype(np.float32)) for s in self.arrays]
+        out = [(s.name, self._stacked(s.name, s.shape), np.dtype(s.dtype)) for s in self.images]
+        out += [(s.name, self._stacked(s.name, s.shape), np.dtype(np.float32)) for s in self.arrays]
+        out += [(name + PAD, (len(k),), np.dtype(bool)) for name, k in self.history.items()]
         if self.actions:
             h = self.spec.horizon
             out += [("action", (h, *self._action_shape()), np.dtype(np.float32)),
@@ -162,11 +182,32 @@ class SampleBuilder:
             arrays = low["arrays"]
             out: dict[str, Any] = {}
             for s in self.images:
-                out[s.name] = _chw(decode_image(raw[s.member], s.format, into.get(s.name), s.shape,
-                                                f"{what}, {s.name}"))
+                if s.name not in self.history:
+                    out[s.name] = _chw(decode_image(raw[s.member], s.format, into.get(s.name), s.shape,
+                                                    f"{what}, {s.name}"))
+                    continue
+                back = self.history[s.name]
+                slot = into.get(s.name)
+                frames = slot if slot is not None else np.empty((len(back), *s.shape), np.dtype(s.dtype))
+                for i, k in enumerate(back):
+                    decode_image(raw[history_member(s.member, k)], s.format, frames[i], s.shape,
+                                 f"{what}, {s.name} {k} steps back")
+                out[s.name] = frames.transpose(0, 3, 1, 2) if frames.ndim == 4 else frames[:, None]
             for s in self.arrays:
-                value = self._future(arrays, s, what)[0]
-                out[s.name] = _put(into, s.name, self._in_frame(s, value), np.float32)
+                now = self._future(arrays, s, what)[0]
+                if s.name in self.history:
+                    past = self._past(arrays, s, what)
+                    now = np.stack([past[k - 1] if k else now for k in self.history[s.name]])
+                out[s.name] = _put(into, s.name, self._in_frame(s, now), np.float32)
+            if self.history:
+                pad = records.unpack_array(low["history_pad"], what) if "history_pad" in low else \
+                    np.zeros(0, bool)
+                if pad.shape != (self.pack.spec.max_history,):
+                    raise Malformed(f"{what}: history pad mask is {pad.shape}, the pack says "
+                                    f"({self.pack.spec.max_history},)")
+                for name, back in self.history.items():
+                    out[name + PAD] = _put(into, name + PAD, np.array([bool(k) and bool(pad[k - 1]) for k in back]),
+                                           bool)
             if self.actions:
                 h = self.spec.horizon
                 parts, is_pad = [], np.zeros(h, bool)
@@ -204,6 +245,18 @@ class SampleBuilder:
         if values.shape != (self.pack.spec.max_horizon + 1, *s.shape):
             raise Malformed(f"{what}: {s.name} is {values.shape}, the pack says "
                             f"{(self.pack.spec.max_horizon + 1, *s.shape)}")
+        return values
+
+    def _stacked(self, name: str, shape: Sequence[int]) -> tuple[int, ...]:
+        back = self.history.get(name)
+        return (len(back), *shape) if back else tuple(shape)
+
+    def _past(self, arrays: Mapping[str, Any], s: StreamSchema, what: str) -> np.ndarray:
+        """A stream's values 1 … max_history steps back, checked against the pack's schema."""
+        values = records.unpack_array(arrays[s.name].get("past"), what)
+        if values.shape != (self.pack.spec.max_history, *s.shape):
+            raise Malformed(f"{what}: {s.name} history is {values.shape}, the pack says "
+                            f"{(self.pack.spec.max_history, *s.shape)}")
         return values
 
     def _in_frame(self, s: StreamSchema, values: np.ndarray) -> np.ndarray:

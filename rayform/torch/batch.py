@@ -30,9 +30,11 @@ ALIGN = 64
 class BatchBuffer:
     """One allocation holding a ``(size, *shape)`` array per key of a sample layout."""
 
-    def __init__(self, layout: list[tuple[str, tuple[int, ...], np.dtype]], size: int, images: set[str]):
+    def __init__(self, layout: list[tuple[str, tuple[int, ...], np.dtype]], size: int, images: set[str],
+                 stacked: set[str] | frozenset[str] = frozenset()):
         self.size = size
         self.images = images  # keys whose rows are (H, W[, C]) and whose batch is channels first
+        self.stacked = stacked  # image keys with history: rows (N, H, W[, C]), batch (B, N, C, H, W)
         spans, total = [], 0
         for key, shape, dtype in layout:
             nbytes = size * int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
@@ -52,6 +54,8 @@ class BatchBuffer:
 
     def batch_view(self, key: str) -> torch.Tensor:
         t = self.tensors[key]
+        if key in self.stacked:
+            return t.permute(0, 1, 4, 2, 3) if t.dim() == 5 else t.unsqueeze(2)
         if key in self.images:
             return t.permute(0, 3, 1, 2) if t.dim() == 4 else t.unsqueeze(1)
         return t

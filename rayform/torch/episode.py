@@ -67,9 +67,12 @@ class EpisodeDataset(Normalization, Dataset[dict[str, Any]]):
         transform: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
         normalize: Mapping[str, str] | None = None,
         rotation: str | None = None,
+        history: Mapping[str, int | Sequence[float]] | None = None,
+        delta_timestamps: Mapping[str, Sequence[float]] | None = None,
     ):
         slices, self.weights = mixture_parts(slice_)
-        self.builders = open_parts(slices, sample_spec(obs, action, fps, horizon, frame, rotation))
+        self.builders = open_parts(slices, sample_spec(obs, action, fps, horizon, frame, rotation, history,
+                                                         delta_timestamps))
         self._normalize(normalize)
         self.readers = [PackReader(s.store, b.pack, b.members) for s, b in zip(slices, self.builders)]
         self.builder, self.reader = self.builders[0], self.readers[0]
@@ -126,7 +129,7 @@ class EpisodeDataset(Normalization, Dataset[dict[str, Any]]):
     def __getitems__(self, indices: Sequence[int]) -> list[dict[str, Any]]:
         """A batch of samples, read in shard order for locality, returned in the asked order."""
         parts, ids = self.locate(indices)
-        buf = BatchBuffer(self.layout, len(ids), self._image_keys)
+        buf = BatchBuffer(self.layout, len(ids), self._image_keys, self._image_keys & set(self.builder.history))
         out: list[Any] = [None] * len(ids)
         for p in np.unique(parts).tolist():
             rows = np.flatnonzero(parts == p)

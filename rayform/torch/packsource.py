@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from rayform.errors import InvalidInput, NotFound, PackNotFound, RayformError, StreamNotFound
 from rayform.pack import Pack, Packs
@@ -20,15 +20,21 @@ _DEFAULTS = SampleSpec("_")
 
 
 def sample_spec(obs: str | Sequence[str] | SampleSpec, action: str | Sequence[str] | None, fps: float, horizon: int,
-                frame: str | None, rotation: str | None = None) -> SampleSpec:
-    """The datasets' sample arguments as one checked value (``obs`` may be that value already)."""
+                frame: str | None, rotation: str | None = None,
+                history: Mapping[str, int | Sequence[float]] | None = None,
+                delta_timestamps: Mapping[str, Sequence[float]] | None = None) -> SampleSpec:
+    """The datasets' sample arguments as one checked value (``obs`` may be that value already).
+    ``delta_timestamps`` (LeRobot's name) is ``history`` in seconds; give one or the other."""
+    if history is not None and delta_timestamps is not None:
+        raise InvalidInput("history and delta_timestamps say the same thing: give one of them")
+    history = history if history is not None else delta_timestamps
     if isinstance(obs, SampleSpec):
-        if (action, fps, horizon, frame, rotation) != (_DEFAULTS.action, _DEFAULTS.fps, _DEFAULTS.horizon,
-                                                       _DEFAULTS.frame, _DEFAULTS.rotation):
-            raise InvalidInput("obs is a SampleSpec: give action, fps, horizon, frame and rotation inside it, "
-                               "not beside it")
+        if (action, fps, horizon, frame, rotation, history) != (_DEFAULTS.action, _DEFAULTS.fps, _DEFAULTS.horizon,
+                                                                _DEFAULTS.frame, _DEFAULTS.rotation, None):
+            raise InvalidInput("obs is a SampleSpec: give action, fps, horizon, frame, rotation and history inside "
+                               "it, not beside it")
         return obs
-    return SampleSpec(obs, action, fps, horizon, frame, rotation)
+    return SampleSpec(obs, action, fps, horizon, frame, rotation, history)
 
 
 def open_samples(slice_: Slice, spec: SampleSpec) -> SampleBuilder:
@@ -78,8 +84,9 @@ def pack_for(slice_: Slice, spec: SampleSpec) -> Pack:
     store = slice_.store
     packs = Packs(store)
     horizon = spec.horizon if spec.action else 0
+    history = max((max(k) for k in spec.steps_back().values()), default=0)
     try:
-        return packs.find(slice_.id, spec.fps, spec.streams(), horizon)
+        return packs.find(slice_.id, spec.fps, spec.streams(), horizon, history)
     except NotFound:
         pass
     at_fps = [p for p in packs.list(slice_.id) if float(p.fps) == float(spec.fps)]
@@ -91,6 +98,11 @@ def pack_for(slice_: Slice, spec: SampleSpec) -> Pack:
                 f"{slice_.id}: no stream {lacking[0]!r} in its pack at {spec.fps:g} fps. It has: "
                 f"{', '.join(best.spec.streams or ())}. Run: rayform pack {slice_.id} --fps {spec.fps:g} "
                 f"--streams {','.join(dict.fromkeys([*(best.spec.streams or ()), *spec.streams()]))}"
+            )
+        if history > best.spec.max_history:
+            raise InvalidInput(
+                f"{slice_.id}: a history {history} steps back is beyond its pack's {best.spec.max_history} at "
+                f"{spec.fps:g} fps. Run: rayform pack {slice_.id} --fps {spec.fps:g} --history {history}"
             )
         raise InvalidInput(
             f"{slice_.id}: horizon {spec.horizon} is beyond the pack's maximum {best.spec.max_horizon} at "
@@ -110,7 +122,8 @@ def pack_for(slice_: Slice, spec: SampleSpec) -> Pack:
 
     log.warning("rayform: %s has no pack at %g fps; packing it now into %s", slice_.id, spec.fps, store.display)
     # In this process only: a pool would re-import the user's (often unguarded) script.
-    return pack_slice(slice_, PackSpec(fps=spec.fps, max_horizon=max(16, spec.horizon)), workers=1)
+    return pack_slice(slice_, PackSpec(fps=spec.fps, max_horizon=max(16, spec.horizon), max_history=history),
+                      workers=1)
 
 
 def _writable(store: CachedStore) -> bool:

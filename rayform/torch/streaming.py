@@ -96,6 +96,8 @@ class StreamingEpisodeDataset(Normalization, IterableDataset[dict[str, Any]]):
         batch_size: int | None = None,
         normalize: Mapping[str, str] | None = None,
         rotation: str | None = None,
+        history: Mapping[str, int | Sequence[float]] | None = None,
+        delta_timestamps: Mapping[str, Sequence[float]] | None = None,
     ):
         if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int)
                                        or batch_size < 1):
@@ -106,7 +108,8 @@ class StreamingEpisodeDataset(Normalization, IterableDataset[dict[str, Any]]):
         if isinstance(seed, bool) or not isinstance(seed, int):
             raise InvalidInput(f"seed {str(seed)[:40]!r}: a whole number")
         slices, self.weights = mixture_parts(slice_)
-        self.builders = open_parts(slices, sample_spec(obs, action, fps, horizon, frame, rotation))
+        self.builders = open_parts(slices, sample_spec(obs, action, fps, horizon, frame, rotation, history,
+                                                         delta_timestamps))
         self._normalize(normalize)
         self.builder = self.builders[0]
         self.pack = self.builder.pack
@@ -271,6 +274,6 @@ class StreamingEpisodeDataset(Normalization, IterableDataset[dict[str, Any]]):
     def _collate(self, raws: list[dict[str, Any]]) -> dict[str, Any]:
         layout = self.builder.layout()
         images = {s.name for s in self.builder.images}
-        buf = BatchBuffer(layout, len(raws), images)
+        buf = BatchBuffer(layout, len(raws), images, images & set(self.builder.history))
         return collate_samples([self._finish(self._build(raw, buf.slots(j)), buf, j) for j, raw in enumerate(raws)],
                                collate_fn_map=default_collate_fn_map)

@@ -64,7 +64,9 @@ def test_streaming_example_under_torchrun_repeats_itself_and_resumes_exactly(s3_
     first = keys("first")
     for epoch in (0, 1):
         ranks = [[x.split()[1] for x in first[f"rank{r}.epoch{epoch}.txt"]] for r in (0, 1)]
-        assert len(ranks[0]) == len(ranks[1]) and not set(ranks[0]) & set(ranks[1])
+        every = set(ranks[0]) | set(ranks[1])
+        # equal counts; a sample twice only where the last global batch is padded (fewer than 8)
+        assert len(ranks[0]) == len(ranks[1]) and len(ranks[0]) + len(ranks[1]) - len(every) < 8
     assert {k for _, k in global_sequence(first, 0)} == {k for _, k in global_sequence(first, 1)}
     assert global_sequence(first, 0) != global_sequence(first, 1)  # a new order each epoch
 
