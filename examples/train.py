@@ -91,7 +91,7 @@ def main() -> None:
     log.info("rayform_slice=%s: %d samples at %g fps, %d steps of %d", slice_.id, len(dataset), args.fps,
              args.steps, args.batch_size)
 
-    joints = dataset.builder.action.shape[0]
+    joints = len(dataset.action_names)
     policy = Policy(joints, args.horizon)
     opt = torch.optim.AdamW(policy.parameters(), lr=args.lr)
     losses: list[float] = []
