@@ -189,3 +189,51 @@ def test_slices_split_prints_each_child_and_refuses_bad_shares(demo_store):
     for bad in (["train"], ["train=0.7", "val=0.7"], ["train=x"], ["train=1", "val=0"]):
         r = run("slices", "split", slice_id, *bad, store=store)
         assert r.returncode == 2 and r.stderr.count("\n") == 1 and "rayform: error:" in r.stderr, (bad, r.stderr)
+
+
+def test_every_flag_and_argument_has_help_text():
+    import argparse
+
+    from rayform.cli.main import _parser
+
+    def walk(parser: argparse.ArgumentParser, path: str):
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    yield from walk(sub, f"{path} {name}")
+            elif not isinstance(action, (argparse._HelpAction, argparse._VersionAction)):
+                yield path, action
+
+    missing = [f"{path} {action.option_strings or action.dest}" for path, action in walk(_parser(), "rayform")
+               if not action.help]
+    assert missing == []
+
+
+def test_listings_print_json_for_scripts(demo_store):
+    import json
+
+    store, slice_id = demo_store
+    slices = json.loads(run("slices", "ls", "--json", store=store).stdout)
+    assert slice_id in [s["id"] for s in slices] and all(set(s) >= {"id", "name", "segments", "sites"} for s in slices)
+    segments = json.loads(run("segments", "ls", "--json", store=store).stdout)
+    assert len(segments) == 2 and all(s["id"].startswith("seg_") and len(s["version"]) == 64 for s in segments)
+
+
+def test_show_says_what_a_slice_and_a_segment_hold(demo_store):
+    store, slice_id = demo_store
+    assert run("pack", slice_id, "--fps", "15", store=store).returncode == 0
+    r = run("show", slice_id, store=store)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith(f"slice {slice_id}") and "2 segments" in lines[0]
+    cam = next(line for line in lines if line.strip().startswith("cam0/rgb"))
+    # the demo's camera: 30 Hz JPEG frames of 8-bit pixels, 2 seconds
+    assert "image" in cam and "jpeg" in cam and "8-bit unsigned integer" in cam and " Hz " in cam and "2.0 s" in cam
+    joints = next(line for line in lines if line.strip().startswith("joints/position"))
+    assert "32-bit float" in joints and "in rad" in joints and "names joint_0" in joints and "100 Hz" in joints
+    assert any("fps" in line and "samples" in line and "dropped" in line for line in lines)  # the packs
+    segment = lines[1].split()[0].split("@")[0]
+    one = run("show", segment, store=store)
+    assert one.returncode == 0 and one.stdout.splitlines()[0].strip().startswith(segment)
+    missing = run("show", "slc_00000000", store=store)
+    assert missing.returncode == 2 and "no such slice" in missing.stderr

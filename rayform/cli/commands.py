@@ -49,6 +49,9 @@ def demo(args: argparse.Namespace) -> int:
 def segments_ls(args: argparse.Namespace) -> int:
     client = _client(args)
     refs = client.segments.list(args.site)
+    if args.json:
+        print(json.dumps([{"id": r.id, "version": r.version, "site": r.site, "name": r.name} for r in refs]))
+        return 0
     for r in refs:
         print(f"{r.id}  {r.version[:12]}  {r.site:12}  {r.name}")
     if not refs:
@@ -66,6 +69,10 @@ def slices_create(args: argparse.Namespace) -> int:
 def slices_ls(args: argparse.Namespace) -> int:
     client = _client(args)
     slices = client.slices.list()
+    if args.json:
+        print(json.dumps([{"id": s.id, "name": s.name, "segments": len(s.segments), "sites": s.sites,
+                           "digest": s.digest} for s in slices]))
+        return 0
     for s in slices:
         print(f"{s.id}  {len(s.segments):4d} segments  sites: {', '.join(s.sites)}  {s.name or ''}".rstrip())
     if not slices:
@@ -87,6 +94,12 @@ def slices_split(args: argparse.Namespace) -> int:
     for name, child in children.items():
         print(f"{name:8} {child.id}  {len(child.segments)} segments  {child.name}")
     return 0
+
+
+def show(args: argparse.Namespace) -> int:
+    from rayform.cli.show import show as show_id
+
+    return show_id(args, _client(args))
 
 
 def slices_show(args: argparse.Namespace) -> int:

@@ -1,0 +1,81 @@
+"""``rayform show ID``: what a slice or a segment holds, in words a person reads.
+
+Per segment and stream: kind, count, rate (the median over its timestamps, and how much
+the periods wander: the 5th–95th percentile spread as a share of the median), duration,
+shape, element type in words, units, names, pose frame. A slice adds its packs: fps,
+samples, bytes, what alignment dropped.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+
+from rayform.client import Client
+from rayform.recordings.segments import Segment
+from rayform.recordings.streams import StreamInfo
+from rayform.sizes import format_size
+
+_KINDS = {"u": "unsigned integer", "i": "integer", "f": "float", "b": "bool"}
+
+
+def dtype_in_words(dtype: str) -> str:
+    d = np.dtype(dtype)
+    if d.kind == "b":
+        return "bool"
+    return f"{8 * d.itemsize}-bit {_KINDS.get(d.kind, d.name)}"
+
+
+def rate(ts: np.ndarray) -> str:
+    """``30.0 Hz ±0.4%``: the median rate, and the 5th–95th percentile spread of the periods."""
+    if len(ts) < 2:
+        return "one value"
+    periods = np.diff(ts).astype(np.float64)
+    median = float(np.median(periods))
+    if median <= 0:
+        return "stamps not increasing"
+    lo, hi = np.percentile(periods, [5, 95])
+    return f"{1e9 / median:.3g} Hz ±{100 * (hi - lo) / (2 * median):.1f}%"
+
+
+def stream_line(name: str, info: StreamInfo, ts: np.ndarray) -> str:
+    what = "×".join(map(str, info.shape)) or "scalar"
+    kind = {"image": f"image {what}, {info.encoding or 'raw'}", "pose": f"pose ({info.frame or 'ros'} axes)"}.get(
+        info.kind, f"array {what}")
+    seconds = (int(ts[-1]) - int(ts[0])) / 1e9 if len(ts) else 0.0
+    extra = [x for x in (info.units and f"in {info.units}",
+                         info.names and f"names {', '.join(info.names[:6])}{' …' if len(info.names) > 6 else ''}") if x]
+    return (f"    {name:24} {kind:28} {dtype_in_words(info.dtype):20} {info.count:7d} values  {rate(ts):16} "
+            f"{seconds:7.1f} s" + (f"  {'; '.join(extra)}" if extra else ""))
+
+
+def segment_lines(seg: Segment) -> list[str]:
+    task = f"  task: {seg.task}" if seg.task else ""
+    out = [f"  {seg.id}@{seg.version[:12]}  site {seg.site}  {seg.name}{task}"]
+    for name in sorted(seg.streams):
+        out.append(stream_line(name, seg.streams[name], seg.timestamps(name)))
+    return out
+
+
+def show(args: argparse.Namespace, client: Client) -> int:
+    if args.id.startswith("seg_"):
+        print("\n".join(segment_lines(client.segments.get(args.id))))
+        return 0
+    s = client.slices.get(args.id)
+    print(f"slice {s.id}  name: {s.name or '-'}  {len(s.segments)} segments  sites: {', '.join(s.sites)}")
+    for i in range(min(len(s.segments), args.segments)):
+        print("\n".join(segment_lines(s.segment(i))))
+    if len(s.segments) > args.segments:
+        print(f"  … and {len(s.segments) - args.segments} more segments (--segments N shows more)")
+    packs = client.packs.list(s)
+    print(f"packs ({len(packs)}):" if packs else f"no packs. Make one: rayform pack {s.id} --fps 15")
+    for p in packs:
+        size = sum(sh.bytes for sh in p.shards)
+        dropped = ", ".join(f"{k} {v}" for k, v in p.dropped["by_stream"].items() if v) or "none"
+        print(f"  {p.key}  {p.fps:g} fps  {p.samples} samples  {len(p.shards)} shards  {format_size(size)}  "
+              f"horizon {p.spec.max_horizon}  history {p.spec.max_history}  "
+              f"{'interleaved' if p.spec.interleave_seed is not None else 'time order'}  "
+              f"{'stats' if p.stats is not None else 'no stats'}  dropped {p.dropped['instants']} of "
+              f"{p.instants} instants ({dropped})")
+    return 0
