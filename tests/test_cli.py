@@ -237,3 +237,25 @@ def test_show_says_what_a_slice_and_a_segment_hold(demo_store):
     assert one.returncode == 0 and one.stdout.splitlines()[0].strip().startswith(segment)
     missing = run("show", "slc_00000000", store=store)
     assert missing.returncode == 2 and "no such slice" in missing.stderr
+
+
+def test_the_config_file_and_its_profiles_fill_what_the_command_line_leaves_unset(demo_store, tmp_path):
+    store, slice_id = demo_store
+    other = tmp_path / "other"
+    config = tmp_path / "config.toml"
+    config.write_text(f'[default]\nstore = "{tmp_path / "empty"}"\n\n'
+                      f'[profiles.lab]\nstore = "{store}"\noptions = {{ auto_mkdir = true }}\n')
+    env = {"RAYFORM_CONFIG": str(config), "RAYFORM_STORE": ""}
+    assert slice_id not in run("slices", "ls", store="", env=env).stdout  # [default]: an empty store
+    assert slice_id in run("slices", "ls", "--profile", "lab", store="", env=env).stdout
+    assert slice_id in run("slices", "ls", store="", env={**env, "RAYFORM_PROFILE": "lab"}).stdout
+    assert slice_id not in run("--store", str(other), "slices", "ls", "--profile", "lab", store="", env=env).stdout
+    assert slice_id not in run("slices", "ls", "--profile", "lab", store=str(other),  # RAYFORM_STORE wins too
+                               env={"RAYFORM_CONFIG": str(config)}).stdout
+    missing = run("slices", "ls", "--profile", "field", store="", env=env)
+    assert missing.returncode == 2 and "profile 'field': not in" in missing.stderr and "lab" in missing.stderr
+    config.write_text("[default\nstore = 1\n")
+    bad = run("slices", "ls", store="", env=env)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "not a readable TOML file" in bad.stderr
+    config.write_text('[default]\nstroe = "x"\n')
+    assert "unknown key 'stroe'" in run("slices", "ls", store="", env=env).stderr

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from rayform import __version__
+from rayform.cli.profiles import apply as apply_profile
 from rayform.errors import RayformError
 
 EXIT_USER = 2
@@ -40,6 +41,9 @@ def _parser() -> argparse.ArgumentParser:
                         help="a storage option for fsspec, e.g. -o endpoint_url=http://localhost:9000 (repeatable)")
     common.add_argument("--cache", default=argparse.SUPPRESS,
                         help="shard cache directory (default: $RAYFORM_CACHE_DIR, else ~/.cache/rayform)")
+    common.add_argument("--profile", default=argparse.SUPPRESS,
+                        help="settings from this profile of the config file ($RAYFORM_CONFIG, else "
+                             "~/.config/rayform/config.toml; default: $RAYFORM_PROFILE, else [default])")
     common.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS, help="no progress bars")
     common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                         help="show the traceback of a failure")
@@ -152,7 +156,8 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-GLOBAL_DEFAULTS: dict[str, Any] = {"store": None, "option": [], "cache": None, "quiet": False, "debug": False}
+GLOBAL_DEFAULTS: dict[str, Any] = {"store": None, "option": [], "cache": None, "profile": None, "quiet": False,
+                                   "debug": False}
 
 
 def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -172,6 +177,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(message)s", stream=sys.stderr)
     logging.getLogger("rayform").setLevel(logging.INFO)
     try:
+        apply_profile(args)
         return int(args.run(args) or 0)
     except RayformError as e:
         if args.debug:
