@@ -15,7 +15,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 
-from rayform.errors import StoreError
 from rayform.read.reader import PackReader
 from rayform.store.eviction import Pin
 from rayform.store.fetch import Retry
@@ -23,7 +22,6 @@ from rayform.store.fetch import Retry
 THREADS = 4  # shards fetched at once per reader: enough to keep a loopback or LAN link busy
 AHEAD = 4  # shards fetched (and pinned) before the reader gets to them, at most
 AHEAD_LIMITED = 1  # the same under a cache limit: what is pinned ahead is over the limit
-_TRIES = 3  # a shard evicted by another process between its fetch and its pin is fetched again
 
 
 class FetchAhead:
@@ -77,18 +75,7 @@ class FetchAhead:
         self._start()
 
     def _fetch(self, part: int, shard: int) -> Pin | None:
-        reader = self.readers[part]
-        cache = reader.store.cache
-        for _ in range(_TRIES):
-            reader.fetch(shard, self.retry)
-            if cache is None:
-                return None
-            pin = cache.pin(reader.pack.shards[shard].sha256)
-            if pin is not None:
-                return pin
-        raise StoreError(f"{reader.what(f'shard {shard}', reader.pack.shards[shard].sha256)}: evicted from "
-                         f"{cache} as soon as it was fetched, {_TRIES} times. Raise the cache limit "
-                         "(RAYFORM_CACHE_LIMIT) above what the readers hold at once")
+        return self.readers[part].pinned(shard, self.retry)[1]
 
     def close(self) -> None:
         for future in self._pending.values():

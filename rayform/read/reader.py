@@ -34,6 +34,7 @@ from rayform.store.eviction import Pin
 from rayform.store.fetch import Retry
 
 MAX_MAPS = 256  # shards kept mapped (and pinned) per reader; each costs a file descriptor
+PIN_TRIES = 3  # a shard evicted by another process between its fetch and its pin is fetched again
 
 
 class PackReader:
@@ -125,22 +126,29 @@ class PackReader:
         return self.store.fetch(info.sha256, info.bytes, self.what(f"shard {shard}", info.sha256), retry,
                                 self.shard_chunks(shard), self.pack.chunk_bytes, self.pull)
 
+    def pinned(self, shard: int, retry: Retry | None = None) -> tuple[Path, Pin | None]:
+        """A verified local copy of the shard and, in a cache, a pin holding it there: fetched
+        as ``fetch`` does with ``retry``, else whole (``local_blob``). Another process may evict
+        a copy between its arrival and its pin: it is then fetched again, ``PIN_TRIES`` times."""
+        digest = self.pack.shards[shard].sha256
+        cache = self.store.cache
+        for _ in range(PIN_TRIES):
+            path = self.fetch(shard, retry) if retry is not None else self._local(digest, f"shard {shard}")
+            if cache is None:
+                return path, None
+            pin = cache.pin(digest)
+            if pin is not None:
+                return path, pin
+        raise StoreError(f"{self.what(f'shard {shard}', digest)}: evicted from {cache} as soon as it was fetched, "
+                         f"{PIN_TRIES} times. Raise the cache limit (RAYFORM_CACHE_LIMIT) above what is read at once")
+
     def shard_map(self, shard: int) -> mmap.mmap:
         self._owned()
         held = self._maps.get(shard)
         if held is not None:
             self._maps.move_to_end(shard)
             return held[0]
-        digest = self.pack.shards[shard].sha256
-        cache = self.store.cache
-        for _ in range(3):
-            path = self._local(digest, f"shard {shard}")
-            pin = cache.pin(digest) if cache is not None else None
-            if cache is None or pin is not None:
-                break
-        else:
-            raise StoreError(f"{self.what(f'shard {shard}', digest)}: evicted from {cache} as soon as it was "
-                             "fetched, three times. Raise the cache limit (RAYFORM_CACHE_LIMIT) above what is read at once")
+        path, pin = self.pinned(shard)
         if pin is not None and pin.fd is not None:
             m = _map_file(pin.fd)  # the pinned file itself, whatever the path names by now
         else:
