@@ -68,9 +68,9 @@ class ShardCache:
 
     def __init__(self, root: str | os.PathLike[str] | None = None, limit: int | str | None = None):
         self.root = Path(root) if root is not None else config.cache_dir()
-        if limit is None and config.cache_limit() is not None:
-            limit = parse_size(config.cache_limit() or "", "RAYFORM_CACHE_LIMIT")
-        self.limit = parse_size(limit, "cache limit") if limit is not None else None
+        from_env = config.cache_limit() if limit is None else None
+        self.limit = parse_size(limit, "cache limit") if limit is not None else \
+            parse_size(from_env, "RAYFORM_CACHE_LIMIT") if from_env is not None else None
         if self.limit is not None and self.limit < 1:
             raise InvalidInput(f"cache limit {limit!r}: give a size such as 200GB")
 
@@ -164,13 +164,8 @@ class ShardCache:
     # -- housekeeping ------------------------------------------------------------------
     def size(self) -> tuple[int, int]:
         """(bytes, files) of cached blobs."""
-        total = files = 0
-        for directory, _, found in os.walk(self.root / "blobs", followlinks=False):
-            for name in found:
-                if names.DIGEST.fullmatch(name):
-                    total += os.lstat(os.path.join(directory, name)).st_size
-                    files += 1
-        return total, files
+        found = eviction.blobs(self.root)
+        return sum(st.st_size for _, st in found), len(found)
 
     def prune(self, to: int | str) -> eviction.Evicted:
         """Evict least-recently-used blobs no process is reading until the cache fits in ``to``."""
@@ -179,7 +174,8 @@ class ShardCache:
     def clean(self, digests: Iterable[str] | None = None) -> eviction.Evicted:
         """Evict the given blobs, or every blob (and the refs kept for offline use) when None;
         blobs a process is reading are left."""
-        found = eviction.remove(self.root, digests)
+        paths = [p for p, _ in eviction.blobs(self.root)] if digests is None else [self.blob_path(d) for d in digests]
+        found = eviction.remove(paths)
         if digests is None and (self.root / "refs").is_dir():
             for directory, _, files in os.walk(self.root / "refs", topdown=False, followlinks=False):
                 for name in files:

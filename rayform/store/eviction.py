@@ -135,12 +135,8 @@ def shrink(root: Path, to: int, incoming: int = 0) -> Evicted:
     return Evicted(files, freed, pinned)
 
 
-def remove(root: Path, digests: Iterable[str] | None = None) -> Evicted:
-    """Evict the given blobs (every blob when None), skipping those in use."""
-    if digests is None:
-        paths = [p for p, _ in blobs(root)]
-    else:
-        paths = [root / "blobs" / d[:2] / d for d in (names.digest(d) for d in digests)]
+def remove(paths: Iterable[Path]) -> Evicted:
+    """Evict these blobs, skipping those in use."""
     files = freed = pinned = 0
     for path in paths:
         got = evict(path)
