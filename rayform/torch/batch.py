@@ -24,6 +24,8 @@ import torch
 from torch.utils.data import get_worker_info
 from torch.utils.data._utils.collate import collate, default_collate_fn_map
 
+from rayform.read.sample import SampleBuilder
+
 ALIGN = 64
 
 
@@ -75,6 +77,18 @@ class Sample(dict[str, Any]):
         return (dict, (dict(self),))
 
 
+class BatchLayout:
+    """What every batch buffer of one sample builder holds, worked out once per dataset."""
+
+    def __init__(self, builder: SampleBuilder):
+        self.arrays = builder.layout()
+        self.images = {s.name for s in builder.images}
+        self.stacked = self.images & set(builder.history)
+
+    def buffer(self, size: int) -> BatchBuffer:
+        return BatchBuffer(self.arrays, size, self.images, self.stacked)
+
+
 def _allocate(nbytes: int, shared: bool) -> torch.Tensor:
     if not shared:
         return torch.empty(nbytes, dtype=torch.uint8)
@@ -111,4 +125,4 @@ def collate_samples(batch: Sequence[dict[str, Any]], *, collate_fn_map: CollateM
 
 default_collate_fn_map[Sample] = collate_samples
 
-__all__ = ["BatchBuffer", "Sample", "collate_samples", "default_collate_fn_map"]
+__all__ = ["BatchBuffer", "BatchLayout", "Sample", "collate_samples", "default_collate_fn_map"]

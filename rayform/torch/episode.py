@@ -14,7 +14,7 @@ from rayform.read.mixture import MixtureOrder
 from rayform.read.reader import PackReader
 from rayform.read.sample import SampleSpec
 from rayform.recordings.slices import Slice
-from rayform.torch.batch import BatchBuffer, Sample
+from rayform.torch.batch import BatchLayout, Sample
 from rayform.torch.normalization import Normalization
 from rayform.torch.packsource import mixture_parts, open_parts, sample_spec
 from rayform.torch.tensors import to_torch
@@ -78,8 +78,7 @@ class EpisodeDataset(Normalization, Dataset[dict[str, Any]]):
         self.builder, self.reader = self.builders[0], self.readers[0]
         self.pack = self.builder.pack
         self.slice_id = slices[0].id if self.weights is None else "+".join(s.id for s in slices)
-        self.layout = self.builder.layout()
-        self._image_keys = {s.name for s in self.builder.images}
+        self._batch = BatchLayout(self.builder)
         self.seed = int(seed)
         self.transform = transform
         self._epoch = torch.zeros(1, dtype=torch.int64).share_memory_()  # type: ignore[no-untyped-call]
@@ -129,7 +128,7 @@ class EpisodeDataset(Normalization, Dataset[dict[str, Any]]):
     def __getitems__(self, indices: Sequence[int]) -> list[dict[str, Any]]:
         """A batch of samples, read in shard order for locality, returned in the asked order."""
         parts, ids = self.locate(indices)
-        buf = BatchBuffer(self.layout, len(ids), self._image_keys, self._image_keys & set(self.builder.history))
+        buf = self._batch.buffer(len(ids))
         out: list[Any] = [None] * len(ids)
         for p in np.unique(parts).tolist():
             rows = np.flatnonzero(parts == p)

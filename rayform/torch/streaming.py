@@ -21,13 +21,14 @@ from rayform.read.steps import read_steps
 from rayform.recordings.slices import Slice
 from rayform.store.cached import CachedStore
 from rayform.store.fetch import Retry
-from rayform.torch.batch import BatchBuffer, Sample, collate_samples, default_collate_fn_map
+from rayform.torch.batch import BatchBuffer, BatchLayout, Sample, collate_samples, default_collate_fn_map
 from rayform.torch.normalization import Normalization
 from rayform.torch.packsource import mixture_parts, open_parts, sample_spec
 from rayform.torch.tensors import to_torch
 from rayform.torch.world import Split, World, nodes
 
 log = logging.getLogger("rayform")
+
 
 @dataclass(frozen=True)
 class ShuffleConfig:
@@ -112,6 +113,7 @@ class StreamingEpisodeDataset(Normalization, IterableDataset[dict[str, Any]]):
                                                          delta_timestamps))
         self._normalize(normalize)
         self.builder = self.builders[0]
+        self._batch = BatchLayout(self.builder)
         self.pack = self.builder.pack
         for s, b in zip(slices, self.builders):
             if b.pack.spec.interleave_seed is None and len(b.pack.shards) > 1:
@@ -272,8 +274,6 @@ class StreamingEpisodeDataset(Normalization, IterableDataset[dict[str, Any]]):
         return self.transform(sample) if self.transform else sample
 
     def _collate(self, raws: list[dict[str, Any]]) -> dict[str, Any]:
-        layout = self.builder.layout()
-        images = {s.name for s in self.builder.images}
-        buf = BatchBuffer(layout, len(raws), images, images & set(self.builder.history))
+        buf = self._batch.buffer(len(raws))
         return collate_samples([self._finish(self._build(raw, buf.slots(j)), buf, j) for j, raw in enumerate(raws)],
                                collate_fn_map=default_collate_fn_map)
