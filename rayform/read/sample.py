@@ -192,7 +192,7 @@ class SampleBuilder:
                 for i, k in enumerate(back):
                     decode_image(raw[history_member(s.member, k)], s.format, frames[i], s.shape,
                                  f"{what}, {s.name} {k} steps back")
-                out[s.name] = frames.transpose(0, 3, 1, 2) if frames.ndim == 4 else frames[:, None]
+                out[s.name] = _chw(frames, stacked=True)
             for s in self.arrays:
                 now = self._future(arrays, s, what)[0]
                 if s.name in self.history:
@@ -293,8 +293,10 @@ def _put(into: Mapping[str, np.ndarray], key: str, value: np.ndarray, dtype: DTy
     return slot
 
 
-def _chw(image: np.ndarray) -> np.ndarray:
-    if image.ndim == 2:
-        return image[None]
-    result: np.ndarray = image.transpose(2, 0, 1)  # a view: the batch copy is where channels move
-    return result
+def _chw(image: np.ndarray, stacked: bool = False) -> np.ndarray:
+    """Channels first, as a view (the batch copy is where channels move): ``(H, W[, C])`` →
+    ``(C, H, W)``; ``stacked``, with a leading time axis: ``(N, H, W[, C])`` → ``(N, C, H, W)``."""
+    lead = 1 if stacked else 0
+    if image.ndim == lead + 2:
+        return np.expand_dims(image, lead)
+    return np.moveaxis(image, -1, lead)
