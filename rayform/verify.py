@@ -37,15 +37,22 @@ class Report:
         return not self.problems
 
 
-def slice_blobs(slice_: Slice) -> Iterator[tuple[str, str]]:
-    """``(blob, what)`` for the slice manifest, each segment manifest and all segment data."""
+def slice_blobs(slice_: Slice, strict: bool = False) -> Iterator[tuple[str, str]]:
+    """``(blob, what)`` for the slice manifest, each segment manifest and all segment data.
+
+    A segment manifest that is missing reaches nothing more; one that cannot be read is
+    skipped (verify reports it), or with ``strict`` raised (gc must know what it reaches)."""
     yield slice_.digest, f"{slice_.id} manifest"
     segments = Segments(slice_.store)
     for s in slice_.segments:
         yield s.version, f"segment {s.id} manifest"
         try:
             seg = segments.get(s.id, s.version)
+        except NotFound:
+            continue
         except RayformError:
+            if strict:
+                raise
             continue  # the manifest itself is reported bad
         for name, info in seg.streams.items():
             yield info.timestamps, f"segment {s.id} stream {name} timestamps"

@@ -37,6 +37,12 @@ def _isolated_env(tmp_path_factory, monkeypatch):
 logging.getLogger("werkzeug").setLevel(logging.WARNING)  # one line per request drowns a failure
 
 
+_S3_ERRORS = {  # status -> (reason, S3 error code, message) as S3 answers
+    403: ("Forbidden", "AccessDenied", "Access Denied"),
+    503: ("Service Unavailable", "SlowDown", "Please reduce your request rate."),
+}
+
+
 class S3Endpoint:
     """moto's S3 app served on 127.0.0.1 by a real HTTP server, counting requests.
 
@@ -65,8 +71,9 @@ class S3Endpoint:
                 if method == "GET" and failing:
                     failing[0] -= 1
             if method == "GET" and failing:
-                start_response(f"{failing[1]} Service Unavailable", [("Content-Type", "application/xml")])
-                return [b"<Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>"]
+                reason, code, message = _S3_ERRORS.get(failing[1], _S3_ERRORS[503])
+                start_response(f"{failing[1]} {reason}", [("Content-Type", "application/xml")])
+                return [f"<Error><Code>{code}</Code><Message>{message}</Message></Error>".encode()]
             return app(environ, start_response)
 
         self._server = make_server("127.0.0.1", 0, counting, threaded=True)

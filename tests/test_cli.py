@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 
@@ -259,3 +260,35 @@ def test_the_config_file_and_its_profiles_fill_what_the_command_line_leaves_unse
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "not a readable TOML file" in bad.stderr
     config.write_text('[default]\nstroe = "x"\n')
     assert "unknown key 'stroe'" in run("slices", "ls", store="", env=env).stderr
+
+
+def test_push_copies_a_slice_that_then_shows_and_verifies_at_the_destination(demo_store, tmp_path):
+    store, slice_id = demo_store
+    dest = tmp_path / "dest"
+    first = run("push", slice_id, str(dest), store=store)
+    assert first.returncode == 0, first.stderr
+    assert re.fullmatch(rf"{slice_id} -> {dest}: copied \d+ blobs \([\d.]+ \w?i?B\), 0 already there \(.*\)\n",
+                        first.stdout), first.stdout
+    again = run("push", slice_id, str(dest), store=store)
+    assert re.search(r"copied 0 blobs \(0 B\), \d+ already there", again.stdout), again.stdout
+    assert run("verify", slice_id, store=dest).returncode == 0
+    assert run("show", slice_id, store=dest).stdout == run("show", slice_id, store=store).stdout.replace(
+        str(store), str(dest))
+
+
+def test_gc_is_a_dry_run_unless_told_and_keeps_young_blobs(demo_store, tmp_path):
+    import shutil
+
+    store, slice_id = demo_store
+    copy = tmp_path / "store"
+    shutil.copytree(store, copy)
+    orphan = copy / "blobs" / "ab" / ("ab" + "0" * 62)
+    orphan.parent.mkdir(exist_ok=True)
+    orphan.write_bytes(b"not even its own hash; no ref names it")
+    r = run("gc", store=copy)
+    assert r.returncode == 0 and "would delete 0 unreachable blobs" in r.stdout and "kept" in r.stdout, r.stdout
+    r = run("gc", "--grace", "0", store=copy)
+    assert "would delete 1 unreachable blobs" in r.stdout and "--delete" in r.stdout and orphan.exists()
+    r = run("gc", "--grace", "0", "--delete", store=copy)
+    assert "deleted 1 unreachable blobs" in r.stdout and not orphan.exists()
+    assert run("verify", slice_id, store=copy).returncode == 0

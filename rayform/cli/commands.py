@@ -215,6 +215,52 @@ def pull(args: argparse.Namespace) -> int:
     return 0
 
 
+def push(args: argparse.Namespace) -> int:
+    from rayform.push import push as push_slice
+
+    source = _client(args)
+    dest = Client(args.dest, storage_options=storage_options(args.dest_option), cache=args.cache)
+    report = push_slice(source, args.slice, dest, args.fps, progress=not args.quiet)
+    packs = ", ".join(p.key for p in report.packs) or "no packs"
+    print(f"{report.slice_id} -> {report.dest}: copied {report.copied} blobs ({format_size(report.bytes)}), "
+          f"{report.present} already there ({packs})")
+    for key in report.kept:
+        print(f"kept the destination's own pack {key} (made apart from this one); push it after removing that "
+              "ref if you want this one")
+    return 0
+
+
+_DURATION_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def parse_duration(text: str) -> float:
+    """``90``, ``90s``, ``30m``, ``1h``, ``2d`` in seconds."""
+    value = text.strip().lower()
+    unit = value[-1:] if value[-1:].isalpha() else ""
+    try:
+        number = float(value[: len(value) - len(unit)])
+        if unit not in _DURATION_UNITS or number < 0 or number != number:
+            raise ValueError
+    except ValueError:
+        raise InvalidInput(f"duration {text[:40]!r}: write it as a number and s, m, h or d, e.g. 1h or 30m") from None
+    return number * _DURATION_UNITS[unit]
+
+
+def gc(args: argparse.Namespace) -> int:
+    from rayform.gc import collect
+
+    client = _client(args)
+    grace = parse_duration(args.grace)
+    report = collect(client, delete=args.delete, grace_s=grace)
+    done = "deleted" if report.deleted else "would delete"
+    print(f"{client.store.display}: {done} {len(report.garbage)} unreachable blobs "
+          f"({format_size(report.garbage_bytes)}); kept {report.reachable} reachable and {report.young} "
+          f"written in the last {args.grace} or of unknown age")
+    if not report.deleted and report.garbage:
+        print("a dry run: run again with --delete to delete them")
+    return 0
+
+
 def cache(args: argparse.Namespace) -> int:
     from rayform.pull import cache_summary
     from rayform.store.cache import ShardCache

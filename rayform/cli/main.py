@@ -13,7 +13,7 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from rayform import __version__
 from rayform.cli.profiles import apply as apply_profile
@@ -21,6 +21,14 @@ from rayform.errors import RayformError
 
 EXIT_USER = 2
 EXIT_CORRUPT = 1  # bad blobs found by verify, and any failure that is not a RayformError
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, but a usage error is one line (not the usage block, then the error),
+    naming where the whole usage is."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USER, f"{self.prog}: error: {message}. See: {self.prog} --help\n")
 
 
 def _command(sub: Any, common: argparse.ArgumentParser, name: str, **kw: Any) -> argparse.ArgumentParser:
@@ -34,7 +42,7 @@ def _parser() -> argparse.ArgumentParser:
 
     # The global options, accepted before the command and after it (SUPPRESS: a subcommand's
     # parser leaves a value given before the command as it was).
-    common = argparse.ArgumentParser(add_help=False)
+    common = _Parser(add_help=False)
     common.add_argument("--store", default=argparse.SUPPRESS,
                         help="store URL (default: $RAYFORM_STORE, else ~/.local/share/rayform/store)")
     common.add_argument("-o", "--option", action="append", default=argparse.SUPPRESS, metavar="KEY=VALUE",
@@ -48,7 +56,7 @@ def _parser() -> argparse.ArgumentParser:
     common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                         help="show the traceback of a failure")
 
-    p = argparse.ArgumentParser(prog="rayform", description="Robot recordings into training data that streams.",
+    p = _Parser(prog="rayform", description="Robot recordings into training data that streams.",
                                 parents=[common])
     p.add_argument("--version", action="version", version=f"rayform {__version__}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -148,6 +156,22 @@ def _parser() -> argparse.ArgumentParser:
     st.add_argument("slice", help="the slice id (slc_…)")
     st.add_argument("--fps", type=float, required=True, help="the pack's rate")
     st.set_defaults(run=c.stats)
+
+    pu = _command(sub, common, "push", help="copy a slice, its segments and packs to another store (resumable)")
+    pu.add_argument("slice", help="the slice id (slc_…)")
+    pu.add_argument("dest", help="the store to copy to, e.g. s3://bucket/prefix or a directory")
+    pu.add_argument("--fps", type=float, help="only the pack at this fps (default: all packs)")
+    pu.add_argument("--dest-option", action="append", default=[], metavar="KEY=VALUE",
+                    help="a storage option of the destination, e.g. --dest-option endpoint_url=http://host:9000 "
+                         "(repeatable; -o sets the source's)")
+    pu.set_defaults(run=c.push)
+
+    g = _command(sub, common, "gc", help="delete blobs no ref reaches (a dry run unless --delete)")
+    g.add_argument("--delete", action="store_true", help="delete them (default: only say what would go)")
+    g.add_argument("--grace", default="1h", metavar="DURATION",
+                   help="keep blobs written this recently, e.g. 1h, 30m, 0 (default 1h: a running ingest "
+                        "or pack writes blobs before the ref that reaches them)")
+    g.set_defaults(run=c.gc)
 
     v = _command(sub, common, "verify", help="re-hash every blob of a slice and its packs")
     v.add_argument("slice", help="the slice id (slc_…)")

@@ -260,8 +260,15 @@ class Segments:
             raise SegmentNotFound(f"{segment_id}@{version[:12]}: that blob is not this segment")
         return Segment(self.store, version, manifest)
 
-    def versions(self, segment_id: str) -> list[str]:
-        """All versions of a segment, oldest first."""
+    def versions(self, segment_id: str, site: str | None = None) -> list[str]:
+        """All versions of a segment, oldest first (``site``, where known, saves a listing)."""
+        if site is not None:
+            key = f"refs/segments/{check_site(site)}/{names.segment_id(segment_id, trusted=True)}.json"
+            try:
+                found: list[str] = self.store.get_ref(key, parse=lambda r: self._parse_ref(r, key))["versions"]
+                return found
+            except NotFound:
+                pass
         result: list[str] = self._ref(segment_id)["versions"]
         return result
 
@@ -302,14 +309,37 @@ class Segments:
 
     def _record_version(self, sid: str, site: str, name: str, version: str) -> None:
         key = f"refs/segments/{site}/{sid}.json"
-        try:
-            ref = self.store.get_ref(key, parse=lambda r: self._parse_ref(r, key))
-        except NotFound:
-            ref = {"id": sid, "site": site, "name": name, "versions": []}
+        ref = self._ref_at(key, sid, site, name)
         if ref["versions"] and ref["versions"][-1] == version:
             return
         ref["versions"].append(version)
         self.store.put_ref(key, ref)
+
+    def record_versions(self, ref: SegmentRef, versions: Sequence[str], order: Sequence[str]) -> None:
+        """Add ``versions`` of a segment to this store's ref (``rayform push``), each placed
+        after the versions ``order`` (the source's list, oldest first) puts before it, so a
+        pushed old version never becomes the latest."""
+        key = f"refs/segments/{ref.site}/{ref.id}.json"
+        current = self._ref_at(key, ref.id, ref.site, ref.name)
+        have = list(current["versions"])
+        rank = {v: i for i, v in enumerate(order)}
+        for version in versions:
+            if version in have:
+                continue
+            known = [i for i, v in enumerate(have) if v in rank]
+            earlier = [i for i in known if rank[have[i]] < rank[version]]
+            # after the last version the source has before it; first if the source has
+            # only later ones here; last if this store's versions are all its own
+            have.insert(earlier[-1] + 1 if earlier else 0 if known else len(have), version)
+        if have != current["versions"]:
+            self.store.put_ref(key, {**current, "versions": have})
+
+    def _ref_at(self, key: str, sid: str, site: str, name: str) -> dict[str, Any]:
+        try:
+            ref: dict[str, Any] = self.store.get_ref(key, parse=lambda r: self._parse_ref(r, key))
+            return ref
+        except NotFound:
+            return {"id": sid, "site": site, "name": name, "versions": []}
 
     def _put_stream(self, stream: Stream) -> StreamInfo:
         if isinstance(stream, ImageStream):

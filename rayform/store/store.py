@@ -15,9 +15,11 @@ nothing of caches or offline use: that is the cached view's (``rayform.store.cac
 
 from __future__ import annotations
 
+import datetime
 import logging
 import os
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 from urllib.parse import urlsplit, urlunsplit
@@ -49,6 +51,29 @@ CHUNK = 4 << 20
 STREAM_BLOCK = 8 << 20  # ranged block size where a blob is read through fsspec's file objects
 # Filesystems whose single put is atomic: the object appears whole or not at all.
 _ATOMIC_PUT = {"s3", "s3a", "gs", "gcs", "az", "abfs", "memory"}
+
+
+@dataclass(frozen=True)
+class StoredBlob:
+    digest: str
+    size: int
+    modified: float | None  # seconds since the epoch; None where the backend does not say
+
+
+def _modified(info: dict[str, Any]) -> float | None:
+    """When a listed file was written, from fsspec's details (local ``mtime``, S3 ``LastModified``)."""
+    for field in ("mtime", "LastModified", "last_modified", "updated", "created"):
+        value = info.get(field)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        if isinstance(value, datetime.datetime):
+            return value.timestamp()
+        if isinstance(value, str):
+            try:
+                return datetime.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+            except ValueError:
+                continue
+    return None
 
 
 def redact(url: str) -> str:
@@ -153,6 +178,33 @@ class Store:
             return int(self._wrap_read(self.fs.size, self.blob_path(digest)))
         except FileNotFoundError as e:
             raise BlobNotFound(f"blob {digest[:16]}: not in {self.display}") from e
+
+    def list_blobs(self) -> Iterator[StoredBlob]:
+        """Every blob the store holds: its digest, size and when it was written (None where
+        the backend does not say). A name that is not a blob's (a temporary, a stray file)
+        is left out: a listing is untrusted input."""
+        base = f"{self.root}/blobs"
+        try:
+            found = self._wrap_read(self.fs.find, base, None, False, True)  # maxdepth, withdirs, detail
+        except FileNotFoundError:
+            return
+        for path, info in sorted(found.items()):
+            digest = path.rstrip("/").rsplit("/", 1)[-1]
+            if info.get("type", "file") != "file" or not names.DIGEST.fullmatch(digest):
+                continue
+            if not path.endswith(f"/blobs/{digest[:2]}/{digest}"):
+                continue
+            yield StoredBlob(digest, int(info.get("size") or 0), _modified(info))
+
+    def delete_blob(self, digest: str) -> None:
+        """Remove a blob (``rayform gc`` only: a blob is otherwise never deleted)."""
+        path = self.blob_path(digest)
+        try:
+            self.fs.rm_file(path)
+        except FileNotFoundError:
+            pass
+        except Exception as e:
+            raise _store_error(self.display, f"cannot delete blob {digest[:16]}", e) from e
 
     def get_json_blob(self, digest: str, what: str = "manifest") -> dict[str, Any]:
         """A JSON object stored as a blob (verified, then parsed as untrusted)."""
