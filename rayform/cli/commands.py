@@ -215,6 +215,17 @@ def pull(args: argparse.Namespace) -> int:
     return 0
 
 
+def preview(args: argparse.Namespace) -> int:
+    from rayform.preview import preview as write_preview
+
+    s = _client(args).slices.get(args.slice)
+    files = write_preview(s, args.out, fps=args.fps, segments=args.segment or args.segments, video=not args.no_video,
+                          rerun=args.rerun)
+    for path in files:
+        print(path)
+    return 0
+
+
 def push(args: argparse.Namespace) -> int:
     from rayform.push import push as push_slice
 

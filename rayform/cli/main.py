@@ -157,6 +157,20 @@ def _parser() -> argparse.ArgumentParser:
     st.add_argument("--fps", type=float, required=True, help="the pack's rate")
     st.set_defaults(run=c.stats)
 
+    pv = _command(sub, common, "preview", help="contact sheets, plots and videos of a slice's segments; a Rerun file")
+    pv.add_argument("slice", help="the slice id (slc_…)")
+    pv.add_argument("--out", default="preview", metavar="DIR",
+                    help="the directory to write into, one folder per segment (default ./preview; -o is the "
+                         "storage option, as everywhere)")
+    pv.add_argument("--fps", type=float,
+                    help="the pack whose action chunks and sample grid are drawn (default: the slice's only rate)")
+    pv.add_argument("--segments", type=int, default=4, help="how many segments, the first ones (default 4)")
+    pv.add_argument("--segment", action="append", default=[], metavar="ID",
+                    help="this segment (repeatable; instead of --segments)")
+    pv.add_argument("--no-video", action="store_true", help="no MP4s (the slowest part)")
+    pv.add_argument("--rerun", metavar="FILE", help="also write a Rerun recording (.rrd) of those segments")
+    pv.set_defaults(run=c.preview)
+
     pu = _command(sub, common, "push", help="copy a slice, its segments and packs to another store (resumable)")
     pu.add_argument("slice", help="the slice id (slc_…)")
     pu.add_argument("dest", help="the store to copy to, e.g. s3://bucket/prefix or a directory")
