@@ -218,6 +218,12 @@ def test_listings_print_json_for_scripts(demo_store):
     assert slice_id in [s["id"] for s in slices] and all(set(s) >= {"id", "name", "segments", "sites"} for s in slices)
     segments = json.loads(run("segments", "ls", "--json", store=store).stdout)
     assert len(segments) == 2 and all(s["id"].startswith("seg_") and len(s["version"]) == 64 for s in segments)
+    shown = json.loads(run("show", slice_id, "--json", store=store).stdout)
+    assert shown["id"] == slice_id and shown["segments_total"] == 2
+    cam = shown["segments"][0]["streams"]["cam0/rgb"]
+    assert cam["kind"] == "image" and cam["encoding"] == "jpeg" and 29 < cam["rate_hz"] < 31 and cam["count"] > 10
+    one = json.loads(run("show", segments[0]["id"], "--json", store=store).stdout)
+    assert one["version"] == segments[0]["version"] and one["streams"]["joints/position"]["units"] == "rad"
 
 
 def test_show_says_what_a_slice_and_a_segment_hold(demo_store):

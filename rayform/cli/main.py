@@ -71,6 +71,7 @@ def _parser() -> argparse.ArgumentParser:
     shw = _command(sub, common, "show", help="what a slice or a segment holds: streams, rates, durations, packs")
     shw.add_argument("id", help="a slice id (slc_…) or a segment id (seg_…)")
     shw.add_argument("--segments", type=int, default=5, help="segments of a slice shown in full (default 5)")
+    shw.add_argument("--json", action="store_true", help="one JSON object, for scripts")
     shw.set_defaults(run=c.show)
 
     seg = _command(sub, common, "segments", help="segments in the store").add_subparsers(dest="action", required=True)

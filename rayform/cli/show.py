@@ -9,10 +9,13 @@ samples, bytes, what alignment dropped.
 from __future__ import annotations
 
 import argparse
+import json
+from typing import Any
 
 import numpy as np
 
 from rayform.client import Client
+from rayform.pack import Pack
 from rayform.recordings.segments import Segment
 from rayform.recordings.streams import StreamInfo
 from rayform.sizes import format_size
@@ -27,16 +30,25 @@ def dtype_in_words(dtype: str) -> str:
     return f"{8 * d.itemsize}-bit {_KINDS.get(d.kind, d.name)}"
 
 
-def rate(ts: np.ndarray) -> str:
-    """``30.0 Hz ±0.4%``: the median rate, and the 5th–95th percentile spread of the periods."""
+def rate_of(ts: np.ndarray) -> tuple[float, float] | None:
+    """The median rate in Hz and the 5th–95th percentile spread of the periods, as a percentage
+    of the median (half of it either side); None for fewer than two stamps or none apart."""
     if len(ts) < 2:
-        return "one value"
+        return None
     periods = np.diff(ts).astype(np.float64)
     median = float(np.median(periods))
     if median <= 0:
-        return "stamps not increasing"
+        return None
     lo, hi = np.percentile(periods, [5, 95])
-    return f"{1e9 / median:.3g} Hz ±{100 * (hi - lo) / (2 * median):.1f}%"
+    return 1e9 / median, float(100 * (hi - lo) / (2 * median))
+
+
+def rate(ts: np.ndarray) -> str:
+    """``30.0 Hz ±0.4%``: the median rate, and the 5th–95th percentile spread of the periods."""
+    found = rate_of(ts)
+    if found is None:
+        return "one value" if len(ts) < 2 else "stamps not increasing"
+    return f"{found[0]:.3g} Hz ±{found[1]:.1f}%"
 
 
 def stream_line(name: str, info: StreamInfo, ts: np.ndarray) -> str:
@@ -58,7 +70,41 @@ def segment_lines(seg: Segment) -> list[str]:
     return out
 
 
+def segment_json(seg: Segment) -> dict[str, Any]:
+    streams = {}
+    for name, info in sorted(seg.streams.items()):
+        ts = seg.timestamps(name)
+        found = rate_of(ts)
+        streams[name] = {"kind": info.kind, "shape": list(info.shape), "dtype": np.dtype(info.dtype).name,
+                         "encoding": info.encoding, "count": info.count,
+                         "rate_hz": found[0] if found else None, "jitter_percent": found[1] if found else None,
+                         "seconds": (int(ts[-1]) - int(ts[0])) / 1e9, "units": info.units,
+                         "names": list(info.names) if info.names else None, "frame": info.frame}
+    return {"id": seg.id, "version": seg.version, "site": seg.site, "name": seg.name, "task": seg.task,
+            "streams": streams}
+
+
+def pack_json(p: Pack) -> dict[str, Any]:
+    return {"key": p.key, "fps": p.fps, "samples": p.samples, "shards": len(p.shards),
+            "bytes": sum(sh.bytes for sh in p.shards), "horizon": p.spec.max_horizon, "history": p.spec.max_history,
+            "interleaved": p.spec.interleave_seed is not None, "stats": p.stats is not None,
+            "dropped": p.dropped["instants"], "instants": p.instants, "digest": p.digest}
+
+
+def show_json(args: argparse.Namespace, client: Client) -> int:
+    if args.id.startswith("seg_"):
+        print(json.dumps(segment_json(client.segments.get(args.id))))
+        return 0
+    s = client.slices.get(args.id)
+    print(json.dumps({"id": s.id, "name": s.name, "digest": s.digest, "sites": s.sites,
+                      "segments": [segment_json(s.segment(i)) for i in range(min(len(s.segments), args.segments))],
+                      "segments_total": len(s.segments), "packs": [pack_json(p) for p in client.packs.list(s)]}))
+    return 0
+
+
 def show(args: argparse.Namespace, client: Client) -> int:
+    if args.json:
+        return show_json(args, client)
     if args.id.startswith("seg_"):
         print("\n".join(segment_lines(client.segments.get(args.id))))
         return 0
