@@ -23,7 +23,7 @@ LAYERS: list[list[str]] = [
     ["rayform.pack"],
     ["rayform.packer", "rayform.read"],
     ["rayform.client", "rayform.verify", "rayform.torch"],
-    ["rayform.pull", "rayform.converters"],
+    ["rayform.pull", "rayform.push", "rayform.gc", "rayform.preview", "rayform.converters"],
     ["rayform.cli", "rayform"],  # `rayform` itself: the package's face, rayform/__init__.py
 ]
 # Allowed upward on purpose: packing on demand (the datasets pack a missing pack; the client
