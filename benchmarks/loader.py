@@ -51,8 +51,9 @@ def shard_paths(client: rayform.Client, pack: rayform.Pack) -> list[str]:
     return [str(client.store.local_blob(s.sha256)) for s in pack.shards]
 
 
-def jpeg_bound(paths: list[str], pack: rayform.Pack, limit: int) -> tuple[float, float]:
-    """One process decoding the pack's JPEG bytes: (samples/s, mean bytes per image)."""
+def jpeg_bound(paths: list[str], pack: rayform.Pack, limit: int) -> tuple[float, float, float]:
+    """One process decoding the pack's JPEG bytes: (samples/s, mean bytes per image, CPU
+    seconds per sample)."""
     import tarfile
 
     blobs = []
@@ -67,11 +68,11 @@ def jpeg_bound(paths: list[str], pack: rayform.Pack, limit: int) -> tuple[float,
             break
     for b in blobs[:50]:
         imagecodec.decode_jpeg(b)
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     for b in blobs:
         imagecodec.decode_jpeg(b)
-    dt = time.perf_counter() - t
-    return (len(blobs) / 2) / dt, float(np.mean([len(b) for b in blobs]))
+    dt, dc = time.perf_counter() - t, time.process_time() - c
+    return (len(blobs) / 2) / dt, float(np.mean([len(b) for b in blobs])), dc / (len(blobs) / 2)
 
 
 def _wds_decode(sample):
@@ -87,13 +88,54 @@ def _wds_decode(sample):
     }
 
 
-def run_loader(loader, epochs: int, set_epoch=None, episodes: list | None = None) -> list[tuple[float, float, int]]:
-    """Per epoch: (seconds to first batch, samples/s, samples). ``episodes``: gets, per epoch,
-    the episode (segment id) of every sample of every batch, for the mixing measure."""
+def _children() -> list[str]:
+    out = []
+    for task in Path("/proc/self/task").iterdir():
+        try:
+            out += (task / "children").read_text().split()
+        except OSError:
+            continue
+    return out
+
+
+def cpu_seconds() -> float:
+    """CPU time (user + system) of this process and every live child (DataLoader workers),
+    plus the children already reaped."""
+    t = os.times()
+    total = t.user + t.system + t.children_user + t.children_system
+    tick = os.sysconf("SC_CLK_TCK")
+    for pid in _children():
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+    return total
+
+
+def live_worker_peak_mib() -> float:
+    """The largest peak RSS (VmHWM) of the live children, e.g. persistent DataLoader workers."""
+    peak = 0.0
+    for pid in _children():
+        try:
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    peak = max(peak, int(line.split()[1]) / 1024)
+        except OSError:
+            continue
+    return peak
+
+
+def run_loader(loader, epochs: int, set_epoch=None, episodes: list | None = None
+               ) -> list[tuple[float, float, int, float]]:
+    """Per epoch: (seconds to first batch, samples/s, samples, CPU seconds per sample in all
+    processes). ``episodes``: gets, per epoch, the episode (segment id) of every sample of
+    every batch, for the mixing measure."""
     out = []
     for epoch in range(epochs):
         if set_epoch:
             set_epoch(epoch)
+        c0 = cpu_seconds()
         t0 = time.perf_counter()
         first = None
         n = 0
@@ -106,7 +148,7 @@ def run_loader(loader, epochs: int, set_epoch=None, episodes: list | None = None
                 seen.append(list(batch["meta"]["segment"]))
         if episodes is not None:
             episodes.append(seen)
-        out.append((first, n / (time.perf_counter() - t0), n))
+        out.append((first, n / (time.perf_counter() - t0), n, (cpu_seconds() - c0) / max(n, 1)))
     return out
 
 
@@ -123,6 +165,7 @@ def main() -> None:
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--skip-webdataset", action="store_true")
+    ap.add_argument("--resize", help="also EpisodeDataset with resize=HxW (decoded at that size; × the full-size bound)")
     ap.add_argument("--history", type=int, default=0,
                     help="also EpisodeDataset with this many steps of history on both cameras (its bound: ÷ N decodes)")
     args = ap.parse_args()
@@ -138,10 +181,10 @@ def main() -> None:
     n = min(args.samples, pack.samples)
     paths = shard_paths(client, pack)
 
-    bound, jpeg_bytes = jpeg_bound(paths, pack, min(n, 4000))
+    bound, jpeg_bytes, bound_cpu = jpeg_bound(paths, pack, min(n, 4000))
     print(f"slice {slice_.id}: {pack.samples} samples, {len(pack.shards)} shards, "
           f"mean JPEG {jpeg_bytes / 1024:.1f} KiB, decoder {imagecodec.jpeg_backend()}")
-    rows = [("bound: 1 process decoding the JPEGs", bound, None, None)]
+    rows = [("bound: 1 process decoding the JPEGs", bound, None, None, bound_cpu)]
 
     if not args.skip_webdataset:
         pipe = (wds.WebDataset(paths, shardshuffle=len(paths), nodesplitter=None, workersplitter=wds.split_by_worker,
@@ -149,13 +192,26 @@ def main() -> None:
                 .shuffle(1000).map(_wds_decode).batched(64))
         loader = DataLoader(pipe, batch_size=None, num_workers=args.workers, persistent_workers=True)
         res = run_loader(loader, args.epochs)
-        rows.append(("webdataset pipeline (simplejpeg)", res[-1][1], res[0][0], res[0][1]))
+        rows.append(("webdataset pipeline (simplejpeg)", res[-1][1], res[0][0], res[0][1], res[-1][3]))
 
     dataset = rayform.torch.EpisodeDataset(slice_, obs=["cam0/rgb", "wrist/rgb", "joints/position"],
                                            action="joints/position_delta", fps=FPS, horizon=16, frame="ros")
     loader = DataLoader(dataset, batch_size=64, num_workers=args.workers, shuffle=True, persistent_workers=True)
     res = run_loader(loader, args.epochs, dataset.set_epoch)
-    rows.append(("rayform EpisodeDataset", res[-1][1], res[0][0], res[0][1]))
+    rows.append(("rayform EpisodeDataset", res[-1][1], res[0][0], res[0][1], res[-1][3]))
+    worker_peak = live_worker_peak_mib()
+    del loader
+
+    if args.resize:
+        size = tuple(int(v) for v in args.resize.lower().split("x"))
+        dataset = rayform.torch.EpisodeDataset(slice_, obs=["cam0/rgb", "wrist/rgb", "joints/position"],
+                                               action="joints/position_delta", fps=FPS, horizon=16, frame="ros",
+                                               resize=size)
+        loader = DataLoader(dataset, batch_size=64, num_workers=args.workers, shuffle=True, persistent_workers=True)
+        res = run_loader(loader, args.epochs, dataset.set_epoch)
+        rows.append((f"rayform, resize={args.resize} (× full-size bound)", res[-1][1], res[0][0], res[0][1],
+                     res[-1][3]))
+        del loader
 
     if args.history > 1:
         n_hist = args.history
@@ -166,15 +222,20 @@ def main() -> None:
         loader = DataLoader(dataset, batch_size=64, num_workers=args.workers, shuffle=True, persistent_workers=True)
         res = run_loader(loader, args.epochs, dataset.set_epoch)
         # N frames decoded per camera per sample: its bound is the decode rate ÷ N; shown as that ratio
-        rows.append((f"rayform, history {n_hist} (× bound÷{n_hist})", res[-1][1], res[0][0], res[0][1], n_hist))
+        rows.append((f"rayform, history {n_hist} (× bound÷{n_hist})", res[-1][1], res[0][0], res[0][1],
+                     res[-1][3] / n_hist, n_hist))
 
-    print(f"\n{'loader':40} {'samples/s':>10} {'× bound':>8} {'1st batch':>10} {'epoch 1':>9}")
-    for name, rate, first, e1, *decodes in rows:
+    # CPU ms/sample: every process of the loader, last epoch; "× decode CPU": over the bound's
+    print(f"\n{'loader':40} {'samples/s':>10} {'× bound':>8} {'CPU ms/smp':>10} {'× decode CPU':>12} "
+          f"{'1st batch':>10} {'epoch 1':>9}")
+    for name, rate, first, e1, cpu, *decodes in rows:
         extra = f"{first:9.2f}s {e1:9.0f}" if first is not None else ""
         per_sample = decodes[0] if decodes else 1  # frames decoded per camera per sample
-        print(f"{name:40} {rate:10.0f} {rate * per_sample / bound:8.2f} {extra}")
+        print(f"{name:40} {rate:10.0f} {rate * per_sample / bound:8.2f} {1000 * cpu:10.3f} {cpu / bound_cpu:12.2f} "
+              f"{extra}")
     me, kids = peak_rss_mib()
-    print(f"\npeak RSS: main {me:.0f} MiB, largest worker {kids:.0f} MiB; cpu cores: {os.cpu_count()}")
+    print(f"\npeak RSS: main {me:.0f} MiB, largest EpisodeDataset worker {max(kids, worker_peak):.0f} MiB; "
+          f"cpu cores: {os.cpu_count()}")
 
 
 if __name__ == "__main__":

@@ -80,11 +80,12 @@ def main() -> None:
     pack = local.pack(slice_, bench.FPS, max_horizon=16, progress=True,
                       interleave_seed=None if args.time_order else 0)
     paths = bench.shard_paths(local, pack)
-    bounds = []
+    bounds, bound_cpus = [], []
 
     def measure_bound() -> float:
-        rate, mean_bytes = bench.jpeg_bound(paths, pack, min(pack.samples, 4000))
+        rate, mean_bytes, cpu = bench.jpeg_bound(paths, pack, min(pack.samples, 4000))
         bounds.append(rate)
+        bound_cpus.append(cpu)
         return mean_bytes
 
     jpeg_bytes = measure_bound()
@@ -107,9 +108,9 @@ def main() -> None:
                                empty_check=False).shuffle(1000).map(bench._wds_decode).batched(64))
         res = bench.run_loader(DataLoader(pipe, batch_size=None, num_workers=args.workers, persistent_workers=True),
                                args.epochs)
-        rows.append(("webdataset pipeline, local shards", res[-1][1], res[0][0]))
+        rows.append(("webdataset pipeline, local shards", res[-1][1], res[0][0], res[-1][3]))
 
-        cold, cached, firsts, server_cpu, mixes = [], [], [], [], []
+        cold, cached, firsts, server_cpu, mixes, cold_cpu, cached_cpu = [], [], [], [], [], [], []
         for r in range(args.repeats):  # the bound, a cold and a cached epoch in turn: drift hits all alike
             if r:
                 measure_bound()
@@ -128,18 +129,23 @@ def main() -> None:
             cold.append(res[0][1])
             cached.append(res[-1][1])
             firsts.append(res[0][0])
-        rows.append((f"rayform streaming, epoch 1 (from S3), median of {args.repeats}", median(cold), median(firsts)))
-        rows.append((f"rayform streaming, epoch {args.epochs} (cache), median", median(cached), None))
+            cold_cpu.append(res[0][3] - server_cpu[-1] / res[0][2])  # the loader's own, not the server's
+            cached_cpu.append(res[-1][3])
+        rows.append((f"rayform streaming, epoch 1 (from S3), median of {args.repeats}", median(cold), median(firsts),
+                     median(cold_cpu)))
+        rows.append((f"rayform streaming, epoch {args.epochs} (cache), median", median(cached), None, median(cached_cpu)))
     finally:
         moto.kill()
 
-    bound = median(bounds)
-    rows.insert(0, (f"bound: 1 process decoding the JPEGs, median of {len(bounds)}", bound, None))
+    bound, bound_cpu = median(bounds), median(bound_cpus)
+    rows.insert(0, (f"bound: 1 process decoding the JPEGs, median of {len(bounds)}", bound, None, bound_cpu))
     print(f"slice {slice_.id}: {pack.samples} samples in {len(pack.shards)} shards, mean JPEG "
           f"{jpeg_bytes / 1024:.1f} KiB")
-    print(f"\n{'loader':52} {'samples/s':>10} {'× bound':>8} {'1st batch':>10}")
-    for name, rate, first in rows:
-        print(f"{name:52} {rate:10.0f} {rate / bound:8.2f} " + (f"{first:9.2f}s" if first is not None else ""))
+    # CPU ms/sample: every process of the loader (not the S3 server); "× decode CPU": over the bound's
+    print(f"\n{'loader':52} {'samples/s':>10} {'× bound':>8} {'CPU ms/smp':>10} {'× decode CPU':>12} {'1st batch':>10}")
+    for name, rate, first, cpu in rows:
+        print(f"{name:52} {rate:10.0f} {rate / bound:8.2f} {1000 * cpu:10.3f} {cpu / bound_cpu:12.2f} "
+              + (f"{first:9.2f}s" if first is not None else ""))
     ratios = [c / w for c, w in zip(cold, cached)]
     print(f"\nfirst epoch from S3 / cached epoch: median {median(ratios):.2f} (each pair: "
           f"{', '.join(f'{r:.2f}' for r in ratios)}); the S3 server used a median "

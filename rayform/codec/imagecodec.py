@@ -132,6 +132,31 @@ def decode(data: bytes | memoryview, encoding: str, expect: tuple[int, ...] | No
         raise Malformed(f"{what}: not a decodable {encoding} image ({type(e).__name__}: {str(e)[:100]})") from None
 
 
+def decode_resized(data: bytes | memoryview, encoding: str, size: tuple[int, int], expect: tuple[int, ...] | None = None,
+                   what: str = "image", out: np.ndarray | None = None) -> np.ndarray:
+    """An encoded image decoded at ``size`` (H, W): a JPEG through libjpeg-turbo's DCT scaling
+    to the smallest of its M/8 scales at least that large (a quarter of the pixels decoded for
+    half the size, and no resize at all where a scale is exact), then resized the rest of the
+    way; anything else decoded whole, then resized. Written into ``out`` when given."""
+    check_dimensions(data, encoding, expect, what)
+    h, w = size
+    try:
+        if encoding == "jpeg" and _simplejpeg is not None:
+            scaled = _simplejpeg.decode_jpeg(data, colorspace="RGB", fastdct=False, fastupsample=False,
+                                             min_height=h, min_width=w)
+        else:
+            scaled = decode(data, encoding, None, what)
+    except Malformed:
+        raise
+    except Exception as e:
+        raise Malformed(f"{what}: not a decodable {encoding} image ({type(e).__name__}: {str(e)[:100]})") from None
+    image = scaled if scaled.shape[:2] == (h, w) else resize(scaled, size)
+    if out is None:
+        return image
+    np.copyto(out, image.reshape(out.shape))
+    return out
+
+
 def encode(image: np.ndarray, encoding: str, quality: int = 90) -> bytes:
     if encoding == "jpeg":
         return encode_jpeg(image, quality)
@@ -145,4 +170,6 @@ def resize(image: np.ndarray, size: tuple[int, int]) -> np.ndarray:
     from PIL import Image
 
     h, w = size
-    return np.asarray(Image.fromarray(image).resize((w, h), Image.Resampling.BILINEAR))
+    squeezed = image[:, :, 0] if image.ndim == 3 and image.shape[2] == 1 else image
+    out = np.asarray(Image.fromarray(squeezed).resize((w, h), Image.Resampling.BILINEAR))
+    return out.reshape(h, w, *image.shape[2:]) if image.ndim == 3 else out

@@ -59,6 +59,8 @@ class SampleSpec:
     rotation: str | None = None
     # a stream's past values: a number of steps, or seconds (``rayform.read.history``)
     history: Mapping[str, int | Sequence[float]] | None = None
+    # every image decoded at this (H, W) (JPEG through the decoder's DCT scaling); None: as packed
+    resize: tuple[int, int] | None = None
 
     def __post_init__(self) -> None:
         obs = (self.obs,) if isinstance(self.obs, str) else tuple(self.obs)
@@ -85,6 +87,7 @@ class SampleSpec:
             if name not in obs:
                 raise InvalidInput(f"history of {name!r}: not in obs ({', '.join(obs)}); history is of observations")
         object.__setattr__(self, "history", steps or None)
+        object.__setattr__(self, "resize", check_resize(self.resize))
 
     def steps_back(self) -> dict[str, tuple[int, ...]]:
         """Each stream's history as steps back, in output order (none: no history)."""
@@ -100,6 +103,15 @@ class SampleSpec:
         """The packed streams these samples read."""
         out = list(self.obs) + [a.removesuffix(DELTA) for a in self.actions()]
         return list(dict.fromkeys(out))
+
+
+def check_resize(size: Any) -> tuple[int, int] | None:
+    if size is None:
+        return None
+    if isinstance(size, Sequence) and len(size) == 2 and all(
+            isinstance(v, numbers.Integral) and not isinstance(v, bool) and 1 <= int(v) <= 16384 for v in size):
+        return int(size[0]), int(size[1])
+    raise InvalidInput(f"resize {str(size)[:40]}: (height, width) in pixels, e.g. (224, 224)")
 
 
 class SampleBuilder:
@@ -155,9 +167,14 @@ class SampleBuilder:
         """The tar members a sample needs."""
         return [history_member(s.member, k) for s in self.images for k in self.history.get(s.name, (0,))] + [LOWDIM]
 
+    def image_shape(self, s: StreamSchema) -> tuple[int, ...]:
+        """An image stream's ``(H, W[, C])`` as samples hold it: as packed, or resized."""
+        size = self.spec.resize
+        return tuple(s.shape) if size is None else (*size, *s.shape[2:])
+
     def layout(self) -> list[tuple[str, tuple[int, ...], np.dtype]]:
-        """Every array a sample holds, as ``(key, shape, dtype)``; images as stored (H, W[, C])."""
-        out = [(s.name, self._stacked(s.name, s.shape), np.dtype(s.dtype)) for s in self.images]
+        """Every array a sample holds, as ``(key, shape, dtype)``; images (H, W[, C])."""
+        out = [(s.name, self._stacked(s.name, self.image_shape(s)), np.dtype(s.dtype)) for s in self.images]
         out += [(s.name, self._stacked(s.name, s.shape), np.dtype(np.float32)) for s in self.arrays]
         out += [(name + PAD, (len(k),), np.dtype(bool)) for name, k in self.history.items()]
         if self.actions:
@@ -184,14 +201,14 @@ class SampleBuilder:
             for s in self.images:
                 if s.name not in self.history:
                     out[s.name] = _chw(decode_image(raw[s.member], s.format, into.get(s.name), s.shape,
-                                                    f"{what}, {s.name}"))
+                                                    f"{what}, {s.name}", self.spec.resize))
                     continue
                 back = self.history[s.name]
                 slot = into.get(s.name)
-                frames = slot if slot is not None else np.empty((len(back), *s.shape), np.dtype(s.dtype))
+                frames = slot if slot is not None else np.empty((len(back), *self.image_shape(s)), np.dtype(s.dtype))
                 for i, k in enumerate(back):
                     decode_image(raw[history_member(s.member, k)], s.format, frames[i], s.shape,
-                                 f"{what}, {s.name} {k} steps back")
+                                 f"{what}, {s.name} {k} steps back", self.spec.resize)
                 out[s.name] = _chw(frames, stacked=True)
             for s in self.arrays:
                 now = self._future(arrays, s, what)[0]
@@ -266,9 +283,15 @@ class SampleBuilder:
 
 
 def decode_image(data: Any, fmt: str, out: np.ndarray | None = None, shape: tuple[int, ...] | None = None,
-                 what: str = "image") -> np.ndarray:
+                 what: str = "image", resize: tuple[int, int] | None = None) -> np.ndarray:
     """An image member decoded (into ``out`` when given), its header checked against ``shape``
-    first: a header that claims another size never gets to allocate."""
+    first: a header that claims another size never gets to allocate. With ``resize`` (H, W),
+    decoded at that size (``imagecodec.decode_resized``)."""
+    if resize is not None and shape is not None and tuple(resize) != tuple(shape[:2]):
+        if fmt in ("jpg", "png"):
+            return imagecodec.decode_resized(data, "jpeg" if fmt == "jpg" else "png", resize, shape, what, out)
+        image = decode_image(data, fmt, None, shape, what)
+        return _into(imagecodec.resize(image, resize), out)
     if fmt == "npy":
         image = records.from_npy(bytes(data), what)
     elif fmt in ("jpg", "png"):
@@ -279,6 +302,10 @@ def decode_image(data: Any, fmt: str, out: np.ndarray | None = None, shape: tupl
         raise Malformed(f"image member format {fmt!r}: not jpg, png or npy")
     if shape is not None and image.shape != tuple(shape):
         raise Malformed(f"{what}: decoded as {image.shape}, the pack says {tuple(shape)}")
+    return _into(image, out)
+
+
+def _into(image: np.ndarray, out: np.ndarray | None) -> np.ndarray:
     if out is None:
         return image
     np.copyto(out, image.reshape(out.shape))

@@ -1,9 +1,12 @@
 """Batches without a collation copy: every value written straight into the batch's memory.
 
-``EpisodeDataset.__getitems__`` allocates ONE buffer per batch (in shared memory inside a
-DataLoader worker, as the default collate would for each key) and lays out in it, per
-key, a ``(B, ...)`` array; each sample's images are decoded straight into their rows and
-its arrays written into theirs. A sample's values are views of its rows (images as
+``EpisodeDataset.__getitems__`` (and the streaming dataset's batches) lay out per key a
+``(B, ...)`` array in two allocations, the images in one and the small values in the other
+(so a kept ``batch["t_ns"]`` never holds the images): inside a DataLoader worker the images
+go in a recycled slot of the worker's shared-memory arena (``rayform.torch.arena``: only the
+slot's number crosses to the main process, and the slot is reused once no tensor there uses
+it), else in fresh shared memory; each sample's images are decoded straight into their rows
+and its arrays written into theirs. A sample's values are views of its rows (images as
 ``(C, H, W)`` views of ``(H, W, C)`` rows). The default collate recognises these samples
 (:class:`Sample` is registered in torch's ``default_collate_fn_map``) and returns the
 buffer's arrays as the batch, with no copy: images come out ``(B, C, H, W)`` in
@@ -16,6 +19,7 @@ the default path pays for it twice (decode, then stack into shared memory per ke
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -25,42 +29,120 @@ from torch.utils.data import get_worker_info
 from torch.utils.data._utils.collate import collate, default_collate_fn_map
 
 from rayform.read.sample import SampleBuilder
+from rayform.torch.arena import lease, worker_arena
 
 ALIGN = 64
 
 
+Span = tuple[str, tuple[int, ...], str, int, int]  # key, (size, *shape), dtype, offset, bytes
+
+
+def _spans(layout: list[tuple[str, tuple[int, ...], np.dtype]], size: int) -> tuple[list[Span], int]:
+    spans, total = [], 0
+    for key, shape, dtype in layout:
+        nbytes = size * int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        spans.append((key, (size, *shape), dtype.str, total, nbytes))
+        total += (nbytes + ALIGN - 1) // ALIGN * ALIGN
+    return spans, total
+
+
+def _carve(raw: torch.Tensor, spans: list[Span]) -> dict[str, torch.Tensor]:
+    return {key: raw[offset : offset + nbytes].view(torch.from_numpy(np.empty(0, dtype)).dtype).view(shape)
+            for key, shape, dtype, offset, nbytes in spans}
+
+
+def batch_view(t: torch.Tensor, image: bool, stacked: bool) -> torch.Tensor:
+    """A key's rows as the batch shows them: images channels first (a view, channels-last memory)."""
+    if stacked:
+        return t.permute(0, 1, 4, 2, 3) if t.dim() == 5 else t.unsqueeze(2)
+    if image:
+        return t.permute(0, 3, 1, 2) if t.dim() == 4 else t.unsqueeze(1)
+    return t
+
+
 class BatchBuffer:
-    """One allocation holding a ``(size, *shape)`` array per key of a sample layout."""
+    """A ``(size, *shape)`` array per key of a sample layout, in two allocations: the images
+    in one (in a DataLoader worker, a recycled slot of its :class:`Arena` when one is free,
+    else fresh shared memory), everything else in another, so that a batch's small values
+    never hold its images' memory."""
 
     def __init__(self, layout: list[tuple[str, tuple[int, ...], np.dtype]], size: int, images: set[str],
                  stacked: set[str] | frozenset[str] = frozenset()):
         self.size = size
         self.images = images  # keys whose rows are (H, W[, C]) and whose batch is channels first
         self.stacked = stacked  # image keys with history: rows (N, H, W[, C]), batch (B, N, C, H, W)
-        spans, total = [], 0
-        for key, shape, dtype in layout:
-            nbytes = size * int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-            spans.append((key, shape, dtype, total, nbytes))
-            total += (nbytes + ALIGN - 1) // ALIGN * ALIGN
-        raw = _allocate(max(total, 1), shared=get_worker_info() is not None)
-        self.tensors: dict[str, torch.Tensor] = {}
-        self.rows: dict[str, np.ndarray] = {}
-        for key, shape, dtype, offset, nbytes in spans:
-            t = raw[offset : offset + nbytes].view(torch.from_numpy(np.empty(0, dtype)).dtype).view(size, *shape)
-            self.tensors[key] = t
-            self.rows[key] = t.numpy()
+        self.image_spans, image_bytes = _spans([x for x in layout if x[0] in images], size)
+        small_spans, small_bytes = _spans([x for x in layout if x[0] not in images], size)
+        in_worker = get_worker_info() is not None
+        arena = worker_arena(image_bytes) if in_worker and image_bytes else None
+        found = arena.take(image_bytes) if arena is not None else None
+        self.taken = found[0] if found is not None else None
+        if found is not None:
+            image_raw = found[1]
+            small_raw = torch.empty(max(small_bytes, 1), dtype=torch.uint8)  # crosses pickled, with the slot number
+        else:
+            image_raw = _allocate(max(image_bytes, 1), shared=in_worker)
+            small_raw = _allocate(max(small_bytes, 1), shared=in_worker)
+        self.tensors: dict[str, torch.Tensor] = {**_carve(image_raw, self.image_spans), **_carve(small_raw, small_spans)}
+        self.rows: dict[str, np.ndarray] = {key: t.numpy() for key, t in self.tensors.items()}
 
     def slots(self, j: int) -> dict[str, np.ndarray]:
         # rows[j] of a (B,) array is a scalar copy; a 0-d view keeps writes in the buffer
         return {key: rows[j] if rows.ndim > 1 else rows[j : j + 1].reshape(()) for key, rows in self.rows.items()}
 
     def batch_view(self, key: str) -> torch.Tensor:
-        t = self.tensors[key]
-        if key in self.stacked:
-            return t.permute(0, 1, 4, 2, 3) if t.dim() == 5 else t.unsqueeze(2)
-        if key in self.images:
-            return t.permute(0, 3, 1, 2) if t.dim() == 4 else t.unsqueeze(1)
-        return t
+        return batch_view(self.tensors[key], key in self.images, key in self.stacked)
+
+    def ship(self, batch: dict[str, Any]) -> dict[str, Any]:
+        """``batch`` as it should leave the worker: with its images in a slot, a :class:`Shipped`
+        (only the slot's number crosses); if a transform replaced any image, a plain dict, the
+        images left in the slot copied out (the slot is given back once nothing uses it)."""
+        if self.taken is None:
+            return batch
+        if all(key in batch and _same(batch[key], self.batch_view(key)) for key, *_ in self.image_spans):
+            return Shipped(batch, self)
+        return {k: v.clone() if isinstance(v, torch.Tensor) and k in self.images else v for k, v in batch.items()}
+
+
+def _same(a: Any, b: torch.Tensor) -> bool:
+    return isinstance(a, torch.Tensor) and a.data_ptr() == b.data_ptr() and a.shape == b.shape \
+        and a.stride() == b.stride()
+
+
+class Shipped(dict[str, Any]):
+    """A batch whose images are in a worker's arena slot: pickled as the slot's number, the
+    images' layout and everything else by value; unpickled (in the consuming process) as a
+    plain dict whose image tensors are views of the slot (``arena.lease``)."""
+
+    def __init__(self, batch: dict[str, Any], buf: BatchBuffer):
+        super().__init__(batch)
+        self.buf = buf
+
+    def __copy__(self) -> Shipped:
+        # DataLoader's default_convert copies a mapping it is given (batch_size=None): the copy
+        # still ships, rather than being unpickled into the worker that made it
+        return Shipped(dict(self), self.buf)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> dict[str, Any]:
+        return copy.deepcopy(dict(self), memo)  # a copy owns its memory: the slot stays this batch's
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        buf, taken = self.buf, self.buf.taken
+        assert taken is not None
+        taken.shipped = True  # from now on the consumer gives the slot back
+        images = [(span, span[0] in buf.stacked) for span in buf.image_spans]
+        rest = {k: v.numpy() if isinstance(v, torch.Tensor) else v for k, v in self.items() if k not in buf.images}
+        return (_unship, (taken.arena.path, taken.arena.slot_bytes, taken.arena.slots, taken.slot, images, rest))
+
+
+def _unship(path: str, slot_bytes: int, slots: int, slot: int, images: list[tuple[Span, bool]],
+            rest: dict[str, Any]) -> dict[str, Any]:
+    raw = lease(path, slot_bytes, slots, slot)
+    out = {k: torch.from_numpy(v) if isinstance(v, np.ndarray) else v for k, v in rest.items()}
+    carved = _carve(raw, [span for span, _ in images])
+    for (span, stacked) in images:
+        out[span[0]] = batch_view(carved[span[0]], True, stacked)
+    return out
 
 
 class Sample(dict[str, Any]):
@@ -120,7 +202,7 @@ def collate_samples(batch: Sequence[dict[str, Any]], *, collate_fn_map: CollateM
             out[key] = buf.batch_view(key)
         else:
             out[key] = collate([s[key] for s in batch], collate_fn_map=collate_fn_map)
-    return out
+    return buf.ship(out) if buf is not None else out
 
 
 default_collate_fn_map[Sample] = collate_samples

@@ -52,6 +52,12 @@ class EpisodeDataset(Normalization, Dataset[dict[str, Any]]):
     "min_max", "joints/position": "mean_std"}`` normalizes those keys of every sample
     (``"mean_std"``, ``"min_max"`` or ``"quantile"``: see ``rayform.read.normalize``), and
     ``dataset.unnormalize(action)`` inverts it.
+
+    ``resize=(H, W)`` gives every image at that size, decoded there: a JPEG through
+    libjpeg-turbo's DCT scaling to the smallest of its M/8 scales at least that large (for
+    half the size, a quarter of the pixels decoded), then resized bilinearly the rest of the
+    way (``rayform.codec.imagecodec.decode_resized``). The pack is unchanged; to store smaller
+    images once instead, pack with ``--resize``.
     """
 
     def __init__(
@@ -69,10 +75,11 @@ class EpisodeDataset(Normalization, Dataset[dict[str, Any]]):
         rotation: str | None = None,
         history: Mapping[str, int | Sequence[float]] | None = None,
         delta_timestamps: Mapping[str, Sequence[float]] | None = None,
+        resize: tuple[int, int] | None = None,
     ):
         slices, self.weights = mixture_parts(slice_)
         self.builders = open_parts(slices, sample_spec(obs, action, fps, horizon, frame, rotation, history,
-                                                         delta_timestamps))
+                                                         delta_timestamps, resize))
         self._normalize(normalize)
         self.readers = [PackReader(s.store, b.pack, b.members) for s, b in zip(slices, self.builders)]
         self.builder, self.reader = self.builders[0], self.readers[0]

@@ -22,19 +22,20 @@ _DEFAULTS = SampleSpec("_")
 def sample_spec(obs: str | Sequence[str] | SampleSpec, action: str | Sequence[str] | None, fps: float, horizon: int,
                 frame: str | None, rotation: str | None = None,
                 history: Mapping[str, int | Sequence[float]] | None = None,
-                delta_timestamps: Mapping[str, Sequence[float]] | None = None) -> SampleSpec:
+                delta_timestamps: Mapping[str, Sequence[float]] | None = None,
+                resize: tuple[int, int] | None = None) -> SampleSpec:
     """The datasets' sample arguments as one checked value (``obs`` may be that value already).
     ``delta_timestamps`` (LeRobot's name) is ``history`` in seconds; give one or the other."""
     if history is not None and delta_timestamps is not None:
         raise InvalidInput("history and delta_timestamps say the same thing: give one of them")
     history = history if history is not None else delta_timestamps
     if isinstance(obs, SampleSpec):
-        if (action, fps, horizon, frame, rotation, history) != (_DEFAULTS.action, _DEFAULTS.fps, _DEFAULTS.horizon,
-                                                                _DEFAULTS.frame, _DEFAULTS.rotation, None):
-            raise InvalidInput("obs is a SampleSpec: give action, fps, horizon, frame, rotation and history inside "
-                               "it, not beside it")
+        if (action, fps, horizon, frame, rotation, history, resize) != (
+                _DEFAULTS.action, _DEFAULTS.fps, _DEFAULTS.horizon, _DEFAULTS.frame, _DEFAULTS.rotation, None, None):
+            raise InvalidInput("obs is a SampleSpec: give action, fps, horizon, frame, rotation, history and resize "
+                               "inside it, not beside it")
         return obs
-    return SampleSpec(obs, action, fps, horizon, frame, rotation, history)
+    return SampleSpec(obs, action, fps, horizon, frame, rotation, history, resize)
 
 
 def open_samples(slice_: Slice, spec: SampleSpec) -> SampleBuilder:

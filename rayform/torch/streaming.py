@@ -74,7 +74,7 @@ class StreamingEpisodeDataset(Normalization, IterableDataset[dict[str, Any]]):
     DataLoader's batch size is not known here, so the sequence holds across world sizes only
     with ``num_workers=0``.
 
-    ``stats``, ``normalize=`` and ``unnormalize`` as on :class:`EpisodeDataset`.
+    ``stats``, ``normalize=``, ``unnormalize`` and ``resize=`` as on :class:`EpisodeDataset`.
 
     Pick it over ``EpisodeDataset`` for slices larger than local disk, or to start
     training before a slice has been fetched.
@@ -99,6 +99,7 @@ class StreamingEpisodeDataset(Normalization, IterableDataset[dict[str, Any]]):
         rotation: str | None = None,
         history: Mapping[str, int | Sequence[float]] | None = None,
         delta_timestamps: Mapping[str, Sequence[float]] | None = None,
+        resize: tuple[int, int] | None = None,
     ):
         if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int)
                                        or batch_size < 1):
@@ -110,7 +111,7 @@ class StreamingEpisodeDataset(Normalization, IterableDataset[dict[str, Any]]):
             raise InvalidInput(f"seed {str(seed)[:40]!r}: a whole number")
         slices, self.weights = mixture_parts(slice_)
         self.builders = open_parts(slices, sample_spec(obs, action, fps, horizon, frame, rotation, history,
-                                                         delta_timestamps))
+                                                         delta_timestamps, resize))
         self._normalize(normalize)
         self.builder = self.builders[0]
         self._batch = BatchLayout(self.builder)

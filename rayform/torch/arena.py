@@ -1,0 +1,182 @@
+"""Shared-memory slots for the images of batches made in DataLoader workers, recycled as
+soon as the training loop lets go of a batch, and never before.
+
+Why: a batch's images are ~19 MB (64 samples × two 224×224 cameras); fresh shared memory
+for each costs a page fault per 4 KiB in the worker that fills it and again in the process
+that reads it (about as much as decoding into it, on this kind of machine), plus a file
+descriptor sent and mapped per tensor. A worker instead keeps one file of ``SLOTS`` slots
+mapped, fills a free slot and sends only its number; the main process maps the file once
+and wraps the slot in tensors without a copy.
+
+When a slot is free again: the main process makes a slot's tensors from one numpy array
+(a :class:`_Lease`) that torch keeps alive for as long as any tensor or view of that memory
+lives (``torch.from_numpy`` holds the array until the storage dies); a finalizer on that
+array marks the slot free in the file's header, which the worker reads. So a batch, or any
+view of its images, held by the training loop keeps its slot out of use; a worker that
+finds no free slot allocates fresh memory, as without slots (it never waits, nor
+overwrites). State per slot, one byte: 0 free, 1 filled by the worker (in flight or held
+by the consumer); only the worker sets 1, only the consumer sets 0.
+
+The file lives in ``/dev/shm`` and is unlinked as soon as the main process has mapped it
+(both keep their mappings), so nothing is left behind however the processes end; a file
+whose worker died before that is swept by the next worker that starts.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import tempfile
+import weakref
+from pathlib import Path
+
+import numpy as np
+import torch
+
+SLOTS = int(os.environ.get("RAYFORM_BATCH_SLOTS", "6"))  # per worker: prefetched + held batches
+HEADER = 4096
+PREFIX = "rayform-batches-"
+
+
+class _Lease(np.ndarray):
+    """A slot's bytes as one process uses them; weakly referenceable, so its death is seen."""
+
+
+class Taken:
+    """A slot a worker has taken. Given back when the worker's last tensor using it is gone,
+    unless the batch in it was shipped (pickled to the consumer, who gives it back)."""
+
+    def __init__(self, arena: Arena, slot: int):
+        self.arena = arena
+        self.slot = slot
+        self.shipped = False
+
+    def _gone(self) -> None:
+        if not self.shipped:
+            self.arena.state[self.slot] = 0
+
+
+class Arena:
+    """A worker's slots (the worker's side: it makes the file and fills the slots)."""
+
+    def __init__(self, slot_bytes: int, slots: int = SLOTS):
+        self.slot_bytes = (slot_bytes + mmap.PAGESIZE - 1) // mmap.PAGESIZE * mmap.PAGESIZE
+        self.slots = slots
+        _sweep()
+        fd, path = tempfile.mkstemp(prefix=f"{PREFIX}{os.getpid()}-", dir=_directory())
+        try:
+            size = HEADER + self.slots * self.slot_bytes
+            os.posix_fallocate(fd, 0, size)  # a full /dev/shm fails here, not as a SIGBUS later
+            self.map = mmap.mmap(fd, size)
+        except OSError:
+            os.unlink(path)
+            raise
+        finally:
+            os.close(fd)
+        self.path = path
+        self.state = np.frombuffer(self.map, np.uint8, self.slots)
+
+    def take(self, nbytes: int) -> tuple[Taken, torch.Tensor] | None:
+        """A free slot of at least ``nbytes`` and its memory as a uint8 tensor; None if none is free."""
+        if nbytes > self.slot_bytes:
+            return None
+        free = np.flatnonzero(self.state == 0)
+        if not len(free):
+            return None
+        taken = Taken(self, int(free[0]))
+        self.state[taken.slot] = 1
+        array = np.ndarray.__new__(_Lease, (self.slot_bytes,), np.uint8, self.map, HEADER + taken.slot * self.slot_bytes)
+        weakref.finalize(array, taken._gone)
+        return taken, torch.from_numpy(array)
+
+
+_arena: tuple[int, Arena | None] | None = None  # (pid, this process's arena or None if it could not be made)
+
+
+def worker_arena(nbytes: int) -> Arena | None:
+    """This worker process's arena, made on first use with slots of ``nbytes`` (None where
+    shared memory cannot hold one: batches then get fresh memory, as before)."""
+    global _arena
+    if SLOTS <= 0:
+        return None
+    if _arena is None or _arena[0] != os.getpid():
+        try:
+            _arena = (os.getpid(), Arena(nbytes))
+        except OSError:
+            _arena = (os.getpid(), None)
+    return _arena[1]
+
+
+class _Opened:
+    """A worker's arena as the consuming process maps it."""
+
+    def __init__(self, path: str, size: int, slots: int):
+        fd = os.open(path, os.O_RDWR)
+        try:
+            self.map = mmap.mmap(fd, size)
+        finally:
+            os.close(fd)
+        os.unlink(path)  # mapped on both sides now: nothing needs the name any more
+        self.state = np.frombuffer(self.map, np.uint8, slots)
+        self.worker = int(Path(path).name[len(PREFIX):].split("-", 1)[0])
+        self.leases = 0
+
+
+_opened: dict[str, _Opened] = {}
+
+
+def lease(path: str, slot_bytes: int, slots: int, slot: int) -> torch.Tensor:
+    """Slot ``slot`` of the arena at ``path`` as a uint8 tensor, the slot freed when the last
+    tensor using its memory is gone (in the consuming process)."""
+    if Path(path).name.startswith(f"{PREFIX}{os.getpid()}-"):
+        raise RuntimeError("a batch in a worker's slot was unpickled in that worker; ship it to another process")
+    opened = _opened.get(path)
+    if opened is None:
+        _forget_finished()
+        opened = _opened[path] = _Opened(path, HEADER + slots * slot_bytes, slots)
+    if not 0 <= slot < slots or opened.state[slot] != 1:
+        raise RuntimeError(f"batch slot {slot} of {path} is not one a worker filled")
+    array = np.ndarray.__new__(_Lease, (slot_bytes,), np.uint8, opened.map, HEADER + slot * slot_bytes)
+    opened.leases += 1
+    weakref.finalize(array, _release, opened, slot)
+    return torch.from_numpy(array)
+
+
+def _release(opened: _Opened, slot: int) -> None:
+    opened.state[slot] = 0
+    opened.leases -= 1
+
+
+def _forget_finished() -> None:
+    """Drop the arenas of workers that have exited (the mapping goes with its last lease)."""
+    for path, opened in list(_opened.items()):
+        if opened.leases == 0 and not _alive(opened.worker):
+            del _opened[path]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _directory() -> str:
+    return "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else tempfile.gettempdir()
+
+
+def _sweep() -> None:
+    """Remove arenas whose worker died before its consumer mapped (and unlinked) them."""
+    for path in Path(_directory()).glob(f"{PREFIX}*"):
+        try:
+            pid = int(path.name[len(PREFIX):].split("-", 1)[0])
+        except ValueError:
+            continue
+        if pid != os.getpid() and not _alive(pid):
+            try:
+                path.unlink()
+            except OSError:
+                pass
