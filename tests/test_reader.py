@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import os
 
 import pytest
 
@@ -67,3 +68,41 @@ def test_a_mapped_shard_of_a_cache_is_pinned_until_released(tmp_path):
     reader.release(0)
     assert eviction.evict(path) == pack.shards[0].bytes and not path.exists()
     assert _plain(reader.raw_many(ids)) == before  # fetched again on the next read
+
+
+def _mapped_kib(root: str) -> int:
+    """Resident KiB of this process's mappings of files under ``root`` (from /proc/self/smaps)."""
+    total, current = 0, ""
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            parts = line.split()
+            if "-" in parts[0] and len(parts) >= 5 and ":" in parts[3]:
+                current = parts[5] if len(parts) > 5 else ""
+            elif line.startswith("Rss:") and current.startswith(root):
+                total += int(parts[1])
+    return total
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/smaps"), reason="needs Linux's /proc/self/smaps")
+@pytest.mark.parametrize("budget", [0, 256 << 10])
+def test_random_reads_keep_the_mapped_pages_within_the_budget(tmp_path, monkeypatch, budget):
+    import numpy as np
+
+    import rayform
+    import rayform.read.reader as reader
+    from rayform.converters.demo import DemoConfig, ingest_demo
+
+    c = rayform.Client(tmp_path / "store")
+    s = c.slices.create(ingest_demo(c, "lab", DemoConfig(episodes=3, seconds=4.0, image_size=160)))
+    pack = c.pack(s, 30, workers=1, progress=False, shard_bytes=1 << 18)  # small shards: small page-cache folios
+    total_kib = sum(x.bytes for x in pack.shards) // 1024
+    monkeypatch.setattr(reader, "RESIDENT_BYTES", budget)
+    ds = rayform.torch.EpisodeDataset(s, obs=["cam0/rgb", "wrist/rgb"], fps=30)
+    peak = 0
+    for batch in np.array_split(np.random.default_rng(0).permutation(len(ds)), len(ds) // 2):
+        ds.__getitems__(batch.tolist())
+        peak = max(peak, _mapped_kib(c.store.root))
+    if budget:  # a budget below what one read may map: each batch's pages go before the next is read
+        assert peak < 0.25 * total_kib, (peak, total_kib)
+    else:  # unbounded: the whole pack ends up mapped
+        assert peak > 0.8 * total_kib, (peak, total_kib)

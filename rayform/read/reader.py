@@ -11,6 +11,13 @@ A mapped shard of a cache is pinned (``ShardCache.pin``): no eviction deletes it
 is mapped here. At most ``MAX_MAPS`` stay mapped (least recently used dropped first), and
 a streaming reader drops each as soon as it is through with it (``release``).
 
+Mapped pages count in a process's RSS (monitors and cgroup limits see them) although they
+are the page cache's: a random reader over a large slice would end up with the whole slice
+resident. So once about ``RESIDENT_BYTES`` may have been mapped by reads, the maps' pages are
+dropped from the process (``drop_pages``; they stay cached). A random reader
+(``whole_shards=False``, as ``EpisodeDataset``'s) maps only what it reads; a streaming one
+maps each shard whole in one call.
+
 Everything opened is owned by the process that opened it: after a fork, the child drops
 the parent's maps and opens its own on first use.
 """
@@ -34,17 +41,26 @@ from rayform.store.eviction import Pin
 from rayform.store.fetch import Retry
 
 MAX_MAPS = 256  # shards kept mapped (and pinned) per reader; each costs a file descriptor
+# Bytes of shards (and index) read through the maps before their pages are dropped from this
+# process's resident set (madvise DONTNEED: they stay in the page cache, and a later read
+# maps them again from there), so RSS as a monitor or a cgroup sees it stays bounded
+# however large the slice; 0 never drops them.
+RESIDENT_BYTES = int(os.environ.get("RAYFORM_READER_RESIDENT", str(256 << 20)))
+FAULT_AROUND = 2 << 20  # what one read may map: the page cache maps whole folios, up to 2 MiB
 PIN_TRIES = 3  # a shard evicted by another process between its fetch and its pin is fetched again
 
 
 class PackReader:
     """Picklable: it carries how to reopen its store and nothing that is open."""
 
-    def __init__(self, store: CachedStore | StoreRef, pack: Pack, members: list[str]):
+    def __init__(self, store: CachedStore | StoreRef, pack: Pack, members: list[str], *, whole_shards: bool = True):
         self._store_ref = store.ref if isinstance(store, CachedStore) else store
         self.pack = pack
         self.members = members
         self._cols = [pack.member_column(m) for m in members]
+        # reading shards through (streaming): map each shard's pages in one go; reading a
+        # few samples of many shards (random access): map only what is read
+        self.whole_shards = whole_shards
         self._reset()
 
     def _reset(self) -> None:
@@ -53,9 +69,12 @@ class PackReader:
         self._index: np.ndarray | None = None
         self._chunks: bytes | None = None
         self._maps: OrderedDict[int, tuple[mmap.mmap, Pin | None]] = OrderedDict()
+        self._index_map: mmap.mmap | None = None
+        self._read = 0  # bytes read through the maps since their pages were last dropped
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"_store_ref": self._store_ref, "pack": self.pack, "members": self.members, "_cols": self._cols}
+        return {"_store_ref": self._store_ref, "pack": self.pack, "members": self.members, "_cols": self._cols,
+                "whole_shards": self.whole_shards}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
@@ -81,8 +100,8 @@ class PackReader:
         self._owned()
         if self._index is None:
             path = self._local(self.pack.index_blob, "index")
-            self._index = _map_index(path, (self.pack.samples, self.pack.index_columns),
-                                     f"index {self.pack.index_blob[:16]} of {self.pack.slice_id}")
+            self._index_map, self._index = _map_index(path, (self.pack.samples, self.pack.index_columns),
+                                                      f"index {self.pack.index_blob[:16]} of {self.pack.slice_id}")
         return self._index
 
     def chunk_digests(self) -> bytes | None:
@@ -150,10 +169,10 @@ class PackReader:
             return held[0]
         path, pin = self.pinned(shard)
         if pin is not None and pin.fd is not None:
-            m = _map_file(pin.fd)  # the pinned file itself, whatever the path names by now
+            m = _map_file(pin.fd, self.whole_shards)  # the pinned file itself, whatever the path names by now
         else:
             with open(path, "rb") as f:
-                m = _map_file(f.fileno())
+                m = _map_file(f.fileno(), self.whole_shards)
         self._maps[shard] = (m, pin)
         while len(self._maps) > MAX_MAPS:
             self.release(next(iter(self._maps)))
@@ -171,13 +190,29 @@ class PackReader:
 
     def raw_many(self, ids: Sequence[int] | np.ndarray) -> list[tuple[str, dict[str, Any]]]:
         """``raw`` for many samples, reading their index rows in one go."""
-        rows = self.rows(ids).tolist()
+        found = self.rows(ids)
+        # a page fault maps the pages around it too (fault-around, large page-cache folios), so a
+        # small read is counted as what it may map
+        self._read += int(np.maximum(found[:, 2] - found[:, 1], FAULT_AROUND).sum()) + FAULT_AROUND * len(found)
+        if RESIDENT_BYTES and self._read > RESIDENT_BYTES:
+            self.drop_pages()
+        rows = found.tolist()
         out = []
         for i, row in zip(ids, rows):
             view = memoryview(self.shard_map(row[0]))
             members = {m: view[row[c] : row[c] + row[c + 1]] for m, c in zip(self.members, self._cols)}
             out.append((f"{self.pack.slice_id}#{i}", members))
         return out
+
+    def drop_pages(self) -> None:
+        """Drop the mapped shards' and index's pages from this process's resident set. Safe with
+        views still in use: the maps are shared and read-only, so a page read again is mapped
+        again from the page cache, unchanged."""
+        for m, _ in self._maps.values():
+            m.madvise(mmap.MADV_DONTNEED)
+        if self._index_map is not None:
+            self._index_map.madvise(mmap.MADV_DONTNEED)
+        self._read = 0
 
     @property
     def pull(self) -> str:
@@ -192,21 +227,23 @@ class PackReader:
         return self.store.local_blob(digest, self.what(thing, digest), self.pull)
 
 
-def _map_file(fd: int) -> mmap.mmap:
+def _map_file(fd: int, populate: bool = True) -> mmap.mmap:
     # MAP_POPULATE maps the whole (page-cached) shard in one call instead of a page fault
-    # per 4 KiB on first touch.
-    return mmap.mmap(fd, 0, flags=mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0), prot=mmap.PROT_READ)
+    # per 4 KiB on first touch: right for a shard read through, wrong for a few samples of it.
+    flags = mmap.MAP_SHARED | (getattr(mmap, "MAP_POPULATE", 0) if populate else 0)
+    return mmap.mmap(fd, 0, flags=flags, prot=mmap.PROT_READ)
 
 
-def _map_index(path: Path, shape: tuple[int, int], what: str) -> np.ndarray:
+def _map_index(path: Path, shape: tuple[int, int], what: str) -> tuple[mmap.mmap, np.ndarray]:
     """The index file memory-mapped as int64 ``shape``, after its header and size are checked."""
     with open(path, "rb") as f:
         head = f.read(records.NPY_MAX_HEADER)
         size = os.fstat(f.fileno()).st_size
-    found, dtype, offset = records.npy_header(head, what)
-    if found != shape or dtype != np.dtype("<i8") or size - offset != shape[0] * shape[1] * 8:
-        raise Malformed(f"{what}: {found} {dtype} in {size - offset} bytes, the pack needs {shape} int64")
-    return np.memmap(path, dtype="<i8", mode="r", offset=offset, shape=shape)
+        found, dtype, offset = records.npy_header(head, what)
+        if found != shape or dtype != np.dtype("<i8") or size - offset != shape[0] * shape[1] * 8:
+            raise Malformed(f"{what}: {found} {dtype} in {size - offset} bytes, the pack needs {shape} int64")
+        m = _map_file(f.fileno(), populate=False)
+    return m, np.frombuffer(m, "<i8", shape[0] * shape[1], offset).reshape(shape)
 
 
 def _check_rows(rows: np.ndarray, shard_bytes: np.ndarray, columns: int, what: str) -> None:

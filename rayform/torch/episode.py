@@ -81,7 +81,8 @@ class EpisodeDataset(Normalization, Dataset[dict[str, Any]]):
         self.builders = open_parts(slices, sample_spec(obs, action, fps, horizon, frame, rotation, history,
                                                          delta_timestamps, resize))
         self._normalize(normalize)
-        self.readers = [PackReader(s.store, b.pack, b.members) for s, b in zip(slices, self.builders)]
+        self.readers = [PackReader(s.store, b.pack, b.members, whole_shards=False)
+                        for s, b in zip(slices, self.builders)]
         self.builder, self.reader = self.builders[0], self.readers[0]
         self.pack = self.builder.pack
         self.slice_id = slices[0].id if self.weights is None else "+".join(s.id for s in slices)
