@@ -130,20 +130,21 @@ def _push_refs(source: Client, slice_: Slice, packs: list[Pack], dest: Client, r
         dest.segments.record_versions(SegmentRef(sid, versions[-1], seg.site, seg.name), versions, order)
     for pack in packs:
         key = f"refs/packs/{slice_.id}/{pack.key}.json"
-        try:
-            theirs = dest.store.backend.get_ref(key)
-        except NotFound:
-            theirs = None
-        if theirs is not None and theirs.get("manifest") != pack.digest:
+        if _names_another(dest, key, pack.digest):
             report.kept.append(pack.key)
             continue
         dest.store.put_ref(key, {"manifest": pack.digest, "spec": pack.spec.to_manifest()})
     key = f"refs/slices/{slice_.id}.json"
-    try:
-        theirs = dest.store.backend.get_ref(key)
-    except NotFound:
-        theirs = None
-    if theirs is not None and theirs.get("manifest") != slice_.digest:
+    if _names_another(dest, key, slice_.digest):
         raise InvalidInput(f"push: {dest.store.display} holds another slice under the id {slice_.id}; "
                            "its segments and packs were pushed, its slice ref was not")
     dest.store.put_ref(key, {"id": slice_.id, "manifest": slice_.digest})
+
+
+def _names_another(dest: Client, key: str, manifest: str) -> bool:
+    """Whether the destination has a ref at ``key`` naming another manifest than ``manifest``."""
+    try:
+        theirs = dest.store.backend.get_ref(key)
+    except NotFound:
+        return False
+    return bool(theirs.get("manifest") != manifest)

@@ -146,6 +146,15 @@ def demo_client(tmp_path) -> tuple[rayform.Client, rayform.Slice]:
     return c, c.slices.create(refs, name="small")
 
 
+@pytest.fixture
+def packed_small(tmp_path) -> tuple[rayform.Client, rayform.Slice]:
+    """A fresh local store with a tiny demo packed at 15 fps in 64 KiB shards (safe to damage)."""
+    c = rayform.Client(tmp_path / "src")
+    s = c.slices.create(ingest_demo(c, "lab", DemoConfig(episodes=2, seconds=2.0, image_size=32)), name="small")
+    c.pack(s, 15, workers=1, progress=False, shard_bytes=1 << 16)
+    return c, s
+
+
 @pytest.fixture(scope="session")
 def shared_demo(tmp_path_factory) -> tuple[rayform.Client, rayform.Slice]:
     """One small demo store for the whole session: read-only by convention."""

@@ -5,19 +5,10 @@ from __future__ import annotations
 import pytest
 
 import rayform
-from rayform.converters.demo import DemoConfig, ingest_demo
 from rayform.errors import IntegrityError, SliceNotFound
 from rayform.push import push
 from rayform.recordings.segments import SegmentRef
 from rayform.verify import pack_blobs, slice_blobs, verify
-
-
-@pytest.fixture
-def packed(tmp_path):
-    c = rayform.Client(tmp_path / "src")
-    s = c.slices.create(ingest_demo(c, "lab", DemoConfig(episodes=2, seconds=2.0, image_size=32)), name="small")
-    c.pack(s, 15, workers=1, progress=False, shard_bytes=1 << 16)
-    return c, s
 
 
 def _closure(client, slice_):
@@ -27,8 +18,8 @@ def _closure(client, slice_):
     return out
 
 
-def test_push_copies_the_closure_with_the_same_ids_and_it_verifies(packed, tmp_path):
-    src, s = packed
+def test_push_copies_the_closure_with_the_same_ids_and_it_verifies(packed_small, tmp_path):
+    src, s = packed_small
     dest = rayform.Client(tmp_path / "dst")
     report = push(src, s.id, dest, progress=False)
     closure = _closure(src, s)
@@ -43,8 +34,8 @@ def test_push_copies_the_closure_with_the_same_ids_and_it_verifies(packed, tmp_p
     assert (again.copied, again.present) == (0, len(closure))
 
 
-def test_an_interrupted_push_leaves_no_ref_and_the_next_one_copies_only_the_rest(packed, tmp_path, monkeypatch):
-    src, s = packed
+def test_an_interrupted_push_leaves_no_ref_and_the_next_one_copies_only_the_rest(packed_small, tmp_path, monkeypatch):
+    src, s = packed_small
     dest = rayform.Client(tmp_path / "dst")
     closure = _closure(src, s)
     store_type = type(dest.store.backend)
@@ -71,8 +62,8 @@ def test_an_interrupted_push_leaves_no_ref_and_the_next_one_copies_only_the_rest
     assert dest.slices.get(s.id).digest == s.digest
 
 
-def test_a_corrupt_source_blob_is_never_pushed(packed, tmp_path):
-    src, s = packed
+def test_a_corrupt_source_blob_is_never_pushed(packed_small, tmp_path):
+    src, s = packed_small
     shard = src.packs.list(s)[0].shards[0].sha256
     path = src.store.backend.blob_path(shard)
     data = bytearray(open(path, "rb").read())

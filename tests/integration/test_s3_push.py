@@ -7,7 +7,6 @@ import time
 import pytest
 
 import rayform
-from rayform.converters.demo import DemoConfig, ingest_demo
 from rayform.errors import SliceNotFound, StoreError
 from rayform.gc import collect
 from rayform.push import push
@@ -20,16 +19,8 @@ def _everything(client, slice_):
     return [*slice_blobs(slice_), *(x for p in client.packs.list(slice_) for x in pack_blobs(p))]
 
 
-@pytest.fixture
-def packed(tmp_path):
-    c = rayform.Client(tmp_path / "src")
-    s = c.slices.create(ingest_demo(c, "lab", DemoConfig(episodes=2, seconds=2.0, image_size=32)), name="small")
-    c.pack(s, 15, workers=1, progress=False, shard_bytes=1 << 16)
-    return c, s
-
-
-def test_push_to_s3_and_back_keeps_every_id_and_verifies(packed, s3_store_url, tmp_path):
-    src, s = packed
+def test_push_to_s3_and_back_keeps_every_id_and_verifies(packed_small, s3_store_url, tmp_path):
+    src, s = packed_small
     url, options = s3_store_url
     s3 = rayform.Client(url, storage_options=options, cache=tmp_path / "cache")
     up = push(src, s.id, s3, progress=False)
@@ -46,8 +37,8 @@ def test_push_to_s3_and_back_keeps_every_id_and_verifies(packed, s3_store_url, t
     assert verify(back.store, _everything(back, home)).ok
 
 
-def test_a_push_cut_by_the_source_resumes_where_it_stopped(packed, s3_store_url, s3_endpoint, tmp_path):
-    src, s = packed
+def test_a_push_cut_by_the_source_resumes_where_it_stopped(packed_small, s3_store_url, s3_endpoint, tmp_path):
+    src, s = packed_small
     url, options = s3_store_url
     s3 = rayform.Client(url, storage_options=options, cache=tmp_path / "cache")
     push(src, s.id, s3, progress=False)
@@ -70,8 +61,8 @@ def test_a_push_cut_by_the_source_resumes_where_it_stopped(packed, s3_store_url,
     assert verify(back.store, _everything(back, back.slices.get(s.id))).ok
 
 
-def test_gc_on_s3_keeps_young_and_reachable_blobs_and_deletes_old_orphans(packed, s3_store_url, tmp_path):
-    src, s = packed
+def test_gc_on_s3_keeps_young_and_reachable_blobs_and_deletes_old_orphans(packed_small, s3_store_url, tmp_path):
+    src, s = packed_small
     url, options = s3_store_url
     s3 = rayform.Client(url, storage_options=options, cache=tmp_path / "cache")
     push(src, s.id, s3, progress=False)
@@ -85,9 +76,9 @@ def test_gc_on_s3_keeps_young_and_reachable_blobs_and_deletes_old_orphans(packed
     assert verify(s3.store, _everything(s3, s3.slices.get(s.id))).ok
 
 
-def test_a_slice_pushed_to_s3_trains_from_there(packed, s3_store_url, tmp_path):
+def test_a_slice_pushed_to_s3_trains_from_there(packed_small, s3_store_url, tmp_path):
     torch = pytest.importorskip("torch")
-    src, s = packed
+    src, s = packed_small
     url, options = s3_store_url
     push(src, s.id, rayform.Client(url, storage_options=options, cache=tmp_path / "c1"), progress=False)
     remote = rayform.Client(url, storage_options=options, cache=tmp_path / "c2")
