@@ -243,3 +243,55 @@ def test_timestamps_a_microsecond_off_the_grid_pack_the_same_samples_and_frames(
     assert seen["unsnapped"][1] != seen["exact"][1]  # aligned exactly, the jitter shows stale frames
     exact = PackSpec(fps=30, snap=0)
     assert "snap" not in exact.to_manifest() and PackSpec.from_manifest(exact.to_manifest()).snap == 0
+
+
+@pytest.mark.parametrize("sizes", [(0, 1, 511), (512, 513, 1024), (7, 70_000, 12_345)])
+def test_shards_are_byte_for_byte_what_webdataset_s_tarwriter_writes(tmp_path, sizes):
+    """The shard writer makes its headers from a template for speed; the bytes must still be
+    TarWriter's with the same pinned fields (and so keep every existing pack's name)."""
+    import io
+    import random
+
+    import webdataset as wds
+
+    from rayform.packer.shards import ShardWriter
+
+    rng = random.Random(sum(sizes))
+    members = ["cam0.rgb.jpg", "lowdim.mp", "wrist.rgb.h1.png"]
+    samples = [(f"seg_{i:012x}-0123abcd-{i:06d}", {m: rng.randbytes(rng.choice(sizes)) for m in members})
+               for i in range(40)]
+    writer = ShardWriter(str(tmp_path), 1 << 40, members)
+    for key, sample in samples:
+        assert list(writer.add(key, sample)) == []
+    (shard,) = writer.finish()
+    reference = io.BytesIO()
+    tar = wds.TarWriter(reference, user="", group="", mode=0o444, encoder=False, mtime=0, format="USTAR_FORMAT")
+    for key, sample in samples:
+        tar.write({"__key__": key, **sample})
+    tar.close()
+    assert open(shard.path, "rb").read() == reference.getvalue()
+    with tarfile.open(shard.path) as tf:  # and every index row points at its member's bytes
+        for (key, sample), row in zip(samples, shard.index):
+            for j, m in enumerate(sorted(members)):
+                info = tf.getmember(f"{key}.{m}")
+                assert (info.offset_data, info.size) == (row[2 + 2 * j], row[3 + 2 * j]) == \
+                    (row[2 + 2 * j], len(sample[m]))
+
+
+def test_a_script_on_stdin_packs_on_two_processes(tmp_path):
+    """A disabled tqdm bar still starts tqdm's monitor thread; it must not push the pool to
+    forkserver, which cannot re-run a script read from stdin in its workers."""
+    import subprocess
+    import sys
+
+    script = (
+        "import rayform\n"
+        "from rayform.converters.demo import DemoConfig, ingest_demo\n"
+        f"c = rayform.Client({str(tmp_path / 'store')!r})\n"
+        "s = c.slices.create(ingest_demo(c, 'lab', DemoConfig(episodes=2, seconds=2.0, image_size=16), progress=False))\n"
+        "p = c.pack(s, 15, workers=2, progress=False, samples_per_task=8)\n"
+        "print(p.samples)\n"
+    )
+    done = subprocess.run([sys.executable, "-"], input=script, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert int(done.stdout.split()[-1]) > 0

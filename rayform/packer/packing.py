@@ -229,10 +229,14 @@ def _sweep(store: CachedStore) -> None:
 
 def _pool_context() -> multiprocessing.context.BaseContext:
     # fork does not re-import the caller's script (spawn and forkserver run an unguarded
-    # one again in every worker), but it is unsafe once the parent has threads (s3fs's
-    # event loop, say): then forkserver.
+    # one again in every worker, and cannot at all from a script read on stdin), but it is
+    # unsafe once the parent has threads (s3fs's event loop, say): then forkserver. tqdm's
+    # monitor thread does not count: any tqdm bar starts it, even a disabled one, it only
+    # sleeps and refreshes bars, and the render workers use no bar.
     if sys.platform.startswith("linux"):
-        return multiprocessing.get_context("fork" if threading.active_count() == 1 else "forkserver")
+        others = [t for t in threading.enumerate()
+                  if t is not threading.main_thread() and type(t).__name__ != "TMonitor"]
+        return multiprocessing.get_context("forkserver" if others else "fork")
     return multiprocessing.get_context("spawn")
 
 
