@@ -27,6 +27,7 @@ import contextlib
 import fcntl
 import hashlib
 import os
+import shutil
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -37,6 +38,7 @@ from rayform.sizes import parse_size
 from rayform.store import eviction
 from rayform.store.files import (
     STALE_TEMP_SECONDS,
+    VERIFIED_DIR,
     mark_verified,
     open_temporary,
     publish,
@@ -91,7 +93,7 @@ class ShardCache:
         path = self.blob_path(digest)
         if not path.is_file() or path.is_symlink():
             return None
-        if verify_once(path, digest):
+        if verify_once(path, digest, ctime=False):
             return path
         unlink_if_present(path)
         return None
@@ -176,6 +178,8 @@ class ShardCache:
         blobs a process is reading are left."""
         paths = [p for p, _ in eviction.blobs(self.root)] if digests is None else [self.blob_path(d) for d in digests]
         found = eviction.remove(paths)
+        if digests is None:
+            shutil.rmtree(self.root / VERIFIED_DIR, ignore_errors=True)
         if digests is None and (self.root / "refs").is_dir():
             for directory, _, files in os.walk(self.root / "refs", topdown=False, followlinks=False):
                 for name in files:
@@ -220,7 +224,7 @@ class CacheWriter:
         assert self._tmp is not None, "committed twice"
         publish(self._tmp, self.path)
         self._tmp = None
-        mark_verified(self.path)
+        mark_verified(self.path, self.digest)
         self._out.close()  # drops the pin: from here the copy is evictable like any other
         return self.path
 

@@ -30,8 +30,9 @@ STALE_TEMP_SECONDS = 3600
 TEMP_PREFIX = ".tmp-"
 _TEMP = re.compile(r"\.tmp-([A-Za-z0-9\-]{1,32})-(\d{1,10})-[A-Za-z0-9_]{4,16}")
 
-# (path) -> (inode, size, mtime_ns) of files this process has hashed and found good.
-_VERIFIED: dict[str, tuple[int, int, int]] = {}
+# (path) -> the stat stamp of files this process has hashed (or found remembered) good.
+_VERIFIED: dict[str, tuple[int, ...]] = {}
+VERIFIED_DIR = "verified"  # in the cache directory: files hashed good once, for every process
 
 
 def sha256_hex(data: bytes | memoryview) -> str:
@@ -52,9 +53,12 @@ def temp_prefix() -> str:
     return f"{TEMP_PREFIX}{_host()}-{os.getpid()}-"
 
 
-def _stamp(path: Path) -> tuple[int, int, int]:
+def _stamp(path: Path, ctime: bool = True) -> tuple[int, ...]:
+    """What identifies this version of a file: device, inode, size, modification time and,
+    with ``ctime``, its change time, which no user can set (``utime`` can put an mtime back
+    after an edit; the ctime still moves)."""
     st = path.stat()
-    return st.st_ino, st.st_size, st.st_mtime_ns
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns) + ((st.st_ctime_ns,) if ctime else ())
 
 
 def hash_file(path: str | os.PathLike[str]) -> str:
@@ -66,23 +70,57 @@ def hash_file(path: str | os.PathLike[str]) -> str:
             return hashlib.sha256(m).hexdigest()
 
 
-def verify_once(path: Path, digest: str) -> bool:
-    """True if ``path`` hashes to ``digest`` (hashed once per process per file version)."""
+def verify_once(path: Path, digest: str, ctime: bool = True) -> bool:
+    """True if ``path`` hashes to ``digest``: hashed once per file version for every process
+    of this user (remembered in the cache directory), not once per process. A version is
+    its ``_stamp``; ``ctime=False`` for the cache's own files, whose change time moves
+    whenever a reader pins them (the cache is written only by rayform, after verifying)."""
     key = str(path)
     try:
-        stamp = _stamp(path)
+        stamp = _stamp(path, ctime)
     except (FileNotFoundError, NotADirectoryError):
         return False
-    if _VERIFIED.get(key) == stamp:
+    if _VERIFIED.get(key) == stamp or _remembered(key, digest) == stamp:
+        _VERIFIED[key] = stamp
         return True
     if hash_file(path) != digest:
         return False
     _VERIFIED[key] = stamp
+    _remember(key, digest, stamp)
     return True
 
 
-def mark_verified(path: Path) -> None:
-    _VERIFIED[str(path)] = _stamp(path)
+def mark_verified(path: Path, digest: str) -> None:
+    """Count a cache file verified (its bytes were hashed on arrival)."""
+    stamp = _stamp(path, ctime=False)
+    _VERIFIED[str(path)] = stamp
+    _remember(str(path), digest, stamp)
+
+
+def _marker(key: str) -> Path:
+    from rayform import config  # the cache directory, read when used (tests move it)
+
+    return config.cache_dir() / VERIFIED_DIR / hashlib.sha256(key.encode()).hexdigest()[:32]
+
+
+def _remembered(key: str, digest: str) -> tuple[int, ...] | None:
+    try:
+        text = _marker(key).read_text().split()
+    except (OSError, UnicodeDecodeError):
+        return None
+    if len(text) < 6 or text[0] != digest or text[1] != key.replace(" ", "%20"):
+        return None
+    try:
+        return tuple(int(v) for v in text[2:])
+    except ValueError:
+        return None
+
+
+def _remember(key: str, digest: str, stamp: tuple[int, ...]) -> None:
+    try:
+        write_atomic(_marker(key), f"{digest} {key.replace(' ', '%20')} {' '.join(map(str, stamp))}\n".encode())
+    except OSError:
+        pass  # a read-only cache directory: every process hashes for itself, as it would anyway
 
 
 def unlink_if_present(path: str | os.PathLike[str]) -> None:
