@@ -63,7 +63,8 @@ def push(source: Client, slice_id: str, dest: Client, fps: float | None = None, 
         blobs.setdefault(blob, what)
     bar = tqdm(total=len(blobs), unit="blob", desc=f"push {slice_.id}", disable=not progress, leave=False)
     with ThreadPoolExecutor(max(1, threads)) as pool:
-        for written in pool.map(lambda item: _copy(source, dest.store.backend, *item), blobs.items()):
+        for written in pool.map(lambda item: _copy(source, dest.store.backend, item[0], item[1], slice_.id),
+                                blobs.items()):
             if written is None:
                 report.present += 1
             else:
@@ -75,7 +76,7 @@ def push(source: Client, slice_id: str, dest: Client, fps: float | None = None, 
     return report
 
 
-def _copy(source: Client, dest: Store, digest: str, what: str) -> int | None:
+def _copy(source: Client, dest: Store, digest: str, what: str, slice_id: str) -> int | None:
     """Copy one blob, verified; its size, or None if the destination had it."""
     if dest.has_blob(digest):
         return None
@@ -94,7 +95,7 @@ def _copy(source: Client, dest: Store, digest: str, what: str) -> int | None:
         return _spooled(backend, dest, digest, where)
     except NotFound:
         raise BlobNotFound(f"{where}: missing from {backend.display}, so it cannot be pushed. "
-                           f"Run: rayform verify {what.split(' ', 1)[0]} to see what else is") from None
+                           f"Run: rayform verify {slice_id} to see what else is") from None
     except IntegrityError:
         raise IntegrityError(f"{where} in {backend.display}: its bytes do not match its name; nothing of it "
                              "was pushed. Re-create it from its source") from None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 import rayform
@@ -89,3 +91,16 @@ def test_a_pushed_old_version_never_becomes_the_latest(tmp_path):
     other.segments.record_versions(ref, [mine], [mine])
     other.segments.record_versions(ref, [a], [a, b, c])  # none of the source's here: it comes last
     assert other.segments.versions(ref.id) == [mine, a]
+
+
+def test_a_blob_missing_from_the_source_is_one_error_naming_the_fix(packed_small, tmp_path):
+    from rayform.errors import BlobNotFound
+
+    src, s = packed_small
+    gone = next(b for b, what in slice_blobs(s) if "data" in what)
+    os.unlink(src.store.backend.blob_path(gone))
+    dest = rayform.Client(tmp_path / "dst")
+    with pytest.raises(BlobNotFound, match=f"{gone[:16]}.*missing.*rayform verify {s.id}"):
+        push(src, s.id, dest, progress=False)
+    with pytest.raises(SliceNotFound):
+        dest.slices.get(s.id)
