@@ -17,6 +17,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from PIL import Image
+
 from rayform.errors import InvalidInput, PackNotFound
 from rayform.pack import Pack, Packs
 from rayform.preview.packed import PackedSamples
@@ -111,6 +113,6 @@ def _pack(slice_: Slice, fps: float | None) -> Pack | None:
         return None
 
 
-def _save_png(image: object, path: Path) -> Path:
-    image.save(path, format="PNG")  # type: ignore[attr-defined]
+def _save_png(image: Image.Image, path: Path) -> Path:
+    image.save(path, format="PNG")
     return path

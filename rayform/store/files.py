@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import mmap
 import os
 import re
 import shutil
@@ -62,12 +61,15 @@ def _stamp(path: Path, ctime: bool = True) -> tuple[int, ...]:
 
 
 def hash_file(path: str | os.PathLike[str]) -> str:
-    with open(path, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
-        if size == 0:
-            return hashlib.sha256(b"").hexdigest()
-        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
-            return hashlib.sha256(m).hexdigest()
+    # read into one reused buffer, not mapped whole: a mapped 64 MB shard would count in the
+    # process's RSS while it is hashed, and a worker's first batch hashes dozens of them
+    h = hashlib.sha256()
+    buf = bytearray(CHUNK)
+    view = memoryview(buf)
+    with open(path, "rb", buffering=0) as f:
+        while n := f.readinto(buf):
+            h.update(view[:n])
+    return h.hexdigest()
 
 
 def verify_once(path: Path, digest: str, ctime: bool = True) -> bool:
