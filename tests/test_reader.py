@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import os
 
+import numpy as np
 import pytest
 
 from rayform.read.reader import PackReader
@@ -106,3 +107,84 @@ def test_random_reads_keep_the_mapped_pages_within_the_budget(tmp_path, monkeypa
         assert peak < 0.25 * total_kib, (peak, total_kib)
     else:  # unbounded: the whole pack ends up mapped
         assert peak > 0.8 * total_kib, (peak, total_kib)
+
+
+@pytest.fixture
+def chunked(tmp_path, monkeypatch):
+    """A local store whose pack has shards of many 16 KiB chunks; nothing remembered as verified."""
+    import rayform
+    from rayform.converters.demo import DemoConfig, ingest_demo
+    from rayform.store import files
+
+    c = rayform.Client(tmp_path / "store")
+    s = c.slices.create(ingest_demo(c, "lab", DemoConfig(episodes=2, seconds=3.0, image_size=64)))
+    with monkeypatch.context() as m:
+        m.setattr("rayform.packer.shards.CHUNK_BYTES", 16 << 10)
+        pack = c.pack(s, 15, workers=1, progress=False, shard_bytes=1 << 18)
+    files._VERIFIED.clear()
+    import shutil
+
+    shutil.rmtree(files._marker("x").parent, ignore_errors=True)
+    return c, s, pack
+
+
+def _reference(c, pack, ids):
+    from rayform.store import files
+
+    reader = PackReader(c.store, pack, pack.members)  # whole shards hashed first
+    out = [{k: bytes(v) for k, v in raw.items()} for _, raw in reader.raw_many(ids)]
+    files._VERIFIED.clear()
+    import shutil
+
+    shutil.rmtree(files._marker("x").parent, ignore_errors=True)
+    return out
+
+
+def test_a_random_reader_of_a_local_store_hashes_the_chunks_it_reads_not_whole_shards(chunked, monkeypatch):
+    from rayform.store import files
+
+    c, s, pack = chunked
+    ids = [3, pack.samples // 2, pack.samples - 1]
+    reference = _reference(c, pack, ids)
+    shards = {str(c.store.backend.blob_path(x.sha256)) for x in pack.shards}
+    real = files.hash_file
+
+    def no_shard(path):
+        assert str(path) not in shards, f"shard {path} hashed whole"
+        return real(path)  # the index (small) is hashed whole, once
+
+    with monkeypatch.context() as m:
+        m.setattr(files, "hash_file", no_shard)
+        reader = PackReader(c.store, pack, pack.members, whole_shards=False)
+        got = [{k: bytes(v) for k, v in raw.items()} for _, raw in reader.raw_many(ids)]
+    assert got == reference
+    assert any(0 < check.left < len(check.done) for check in reader._chunked.values())  # only what was read
+    reader.raw_many(np.arange(pack.samples))  # every chunk of every shard now: remembered whole
+    assert not reader._chunked
+    files._VERIFIED.clear()  # a new process
+    again = PackReader(c.store, pack, pack.members, whole_shards=False)
+    again.raw_many(ids)
+    assert not again._chunked  # nothing left to check chunk by chunk
+
+
+def test_a_flipped_byte_fails_the_read_of_its_chunk_and_no_other(chunked):
+    from rayform.errors import IntegrityError
+
+    c, s, pack = chunked
+    reader = PackReader(c.store, pack, pack.members, whole_shards=False)
+    rows = reader.rows(np.arange(pack.samples))
+    victim = int(np.flatnonzero(rows[:, 0] == 0)[-1])  # the last sample of shard 0
+    start, end = int(rows[victim, 1]), int(rows[victim, 2])
+    path = c.store.backend.blob_path(pack.shards[0].sha256)
+    data = bytearray(open(path, "rb").read())
+    data[end - 600] ^= 0x10
+    with open(path, "r+b") as f:
+        f.write(data)
+    chunk = (end - 600) // pack.chunk_bytes
+    clean = [i for i in np.flatnonzero(rows[:, 0] == 0) if int(rows[i, 2] - 1) // pack.chunk_bytes < chunk
+             and int(rows[i, 2]) <= chunk * pack.chunk_bytes]
+    assert clean
+    reader.raw_many(clean)  # samples in good chunks of that shard still read
+    with pytest.raises(IntegrityError, match=f"shard 0 .*chunk {chunk} does not match"):
+        reader.raw_many([victim])
+    assert start < end

@@ -18,12 +18,19 @@ dropped from the process (``drop_pages``; they stay cached). A random reader
 (``whole_shards=False``, as ``EpisodeDataset``'s) maps only what it reads; a streaming one
 maps each shard whole in one call.
 
+Verification: a shard is hashed whole before its first use (once per file version for all
+processes: ``files.verify_once``), except where a random reader reads a local store's shard
+of a pack with chunk digests: there each 1 MiB chunk a sample spans is hashed before the
+sample is built (``ChunkCheck``), so a first batch over a large slice hashes megabytes, not
+the gigabytes of every shard it touches.
+
 Everything opened is owned by the process that opened it: after a fork, the child drops
 the parent's maps and opens its own on first use.
 """
 
 from __future__ import annotations
 
+import hashlib
 import mmap
 import os
 from collections import OrderedDict
@@ -34,8 +41,9 @@ from typing import Any
 import numpy as np
 
 from rayform.codec import records
-from rayform.errors import Malformed, StoreError
+from rayform.errors import BlobNotFound, IntegrityError, Malformed, StoreError
 from rayform.pack.manifest import Pack
+from rayform.store import files
 from rayform.store.cached import CachedStore, StoreRef
 from rayform.store.eviction import Pin
 from rayform.store.fetch import Retry
@@ -45,7 +53,7 @@ MAX_MAPS = 256  # shards kept mapped (and pinned) per reader; each costs a file 
 # process's resident set (madvise DONTNEED: they stay in the page cache, and a later read
 # maps them again from there), so RSS as a monitor or a cgroup sees it stays bounded
 # however large the slice; 0 never drops them.
-RESIDENT_BYTES = int(os.environ.get("RAYFORM_READER_RESIDENT", str(256 << 20)))
+RESIDENT_BYTES = int(os.environ.get("RAYFORM_READER_RESIDENT", str(64 << 20)))
 FAULT_AROUND = 2 << 20  # what one read may map: the page cache maps whole folios, up to 2 MiB
 PIN_TRIES = 3  # a shard evicted by another process between its fetch and its pin is fetched again
 
@@ -70,6 +78,7 @@ class PackReader:
         self._chunks: bytes | None = None
         self._maps: OrderedDict[int, tuple[mmap.mmap, Pin | None]] = OrderedDict()
         self._index_map: mmap.mmap | None = None
+        self._chunked: dict[int, ChunkCheck] = {}  # shards of a local store verified chunk by chunk as read
         self._read = 0  # bytes read through the maps since their pages were last dropped
 
     def __getstate__(self) -> dict[str, Any]:
@@ -167,6 +176,8 @@ class PackReader:
         if held is not None:
             self._maps.move_to_end(shard)
             return held[0]
+        if self._by_chunks():
+            return self._map_by_chunks(shard)
         path, pin = self.pinned(shard)
         if pin is not None and pin.fd is not None:
             m = _map_file(pin.fd, self.whole_shards)  # the pinned file itself, whatever the path names by now
@@ -178,8 +189,36 @@ class PackReader:
             self.release(next(iter(self._maps)))
         return m
 
+    def _by_chunks(self) -> bool:
+        """Random reads of a local store's shards: verify the chunks read, not whole shards
+        first (a first batch would hash dozens of whole shards in every new worker)."""
+        return not self.whole_shards and self.store.cache is None and self.chunk_digests() is not None
+
+    def _map_by_chunks(self, shard: int) -> mmap.mmap:
+        info = self.pack.shards[shard]
+        what = self.what(f"shard {shard}", info.sha256)
+        path = Path(self.store.backend.blob_path(info.sha256))
+        try:
+            with open(path, "rb") as f:
+                stamp = files.stamp_of(path)
+                if os.fstat(f.fileno()).st_size != info.bytes:
+                    raise IntegrityError(f"{what}: {os.fstat(f.fileno()).st_size} bytes in {self.store.display}, "
+                                         f"the pack says {info.bytes}. The stored copy is corrupt")
+                m = _map_file(f.fileno(), populate=False)
+        except (FileNotFoundError, NotADirectoryError):
+            raise BlobNotFound(f"{what}: not in {self.store.display}") from None
+        if not files.known_good(path, info.sha256, stamp):
+            chunks = self.shard_chunks(shard)
+            assert chunks is not None
+            self._chunked[shard] = ChunkCheck(path, info.sha256, stamp, chunks, self.pack.chunk_bytes, info.bytes, what)
+        self._maps[shard] = (m, None)
+        while len(self._maps) > MAX_MAPS:
+            self.release(next(iter(self._maps)))
+        return m
+
     def release(self, shard: int) -> None:
         """Unpin and unmap a shard (the map closes once no sample still views it)."""
+        self._chunked.pop(shard, None)
         held = self._maps.pop(shard, None)
         if held is not None and held[1] is not None:
             held[1].release()
@@ -200,6 +239,9 @@ class PackReader:
         out = []
         for i, row in zip(ids, rows):
             view = memoryview(self.shard_map(row[0]))
+            check = self._chunked.get(row[0])
+            if check is not None and check.read(view, row[1], row[2]):
+                del self._chunked[row[0]]  # every chunk verified: the whole shard is
             members = {m: view[row[c] : row[c] + row[c + 1]] for m, c in zip(self.members, self._cols)}
             out.append((f"{self.pack.slice_id}#{i}", members))
         return out
@@ -225,6 +267,38 @@ class PackReader:
 
     def _local(self, digest: str, thing: str) -> Path:
         return self.store.local_blob(digest, self.what(thing, digest), self.pull)
+
+
+class ChunkCheck:
+    """A mapped shard whose bytes are verified chunk by chunk (against the pack's chunk
+    digests) as samples are read from it; once every chunk has been, the file is remembered
+    as verified whole, for every process (``files.mark_good``)."""
+
+    def __init__(self, path: Path, digest: str, stamp: tuple[int, ...], digests: bytes, chunk_bytes: int, size: int,
+                 what: str):
+        self.path, self.digest, self.stamp, self.digests = path, digest, stamp, digests
+        self.chunk_bytes, self.size, self.what = chunk_bytes, size, what
+        self.done = bytearray(len(digests) // 32)
+        self.left = len(self.done)
+        if self.left != -(-size // chunk_bytes):
+            raise Malformed(f"{what}: {self.left} chunk digests for {size} bytes in chunks of {chunk_bytes}")
+
+    def read(self, view: memoryview, start: int, end: int) -> bool:
+        """Verify the chunks holding bytes ``start:end`` (each once); True once all are."""
+        cb = self.chunk_bytes
+        for k in range(start // cb, max(start, end - 1) // cb + 1):
+            if self.done[k]:
+                continue
+            if hashlib.sha256(view[k * cb : min((k + 1) * cb, self.size)]).digest() != self.digests[32 * k : 32 * k + 32]:
+                raise IntegrityError(f"{self.what}: chunk {k} does not match its digest. The stored copy is corrupt; "
+                                     "re-create it from its source")
+            self.done[k] = 1
+            self.left -= 1
+        if self.left:
+            return False
+        if files.stamp_of(self.path) == self.stamp:  # unchanged while it was read: it is whole and good
+            files.mark_good(self.path, self.digest, self.stamp)
+        return True
 
 
 def _map_file(fd: int, populate: bool = True) -> mmap.mmap:

@@ -77,26 +77,40 @@ def verify_once(path: Path, digest: str, ctime: bool = True) -> bool:
     of this user (remembered in the cache directory), not once per process. A version is
     its ``_stamp``; ``ctime=False`` for the cache's own files, whose change time moves
     whenever a reader pins them (the cache is written only by rayform, after verifying)."""
-    key = str(path)
     try:
         stamp = _stamp(path, ctime)
     except (FileNotFoundError, NotADirectoryError):
         return False
-    if _VERIFIED.get(key) == stamp or _remembered(key, digest) == stamp:
-        _VERIFIED[key] = stamp
+    if known_good(path, digest, stamp):
         return True
     if hash_file(path) != digest:
         return False
-    _VERIFIED[key] = stamp
-    _remember(key, digest, stamp)
+    mark_good(path, digest, stamp)
     return True
+
+
+def known_good(path: Path, digest: str, stamp: tuple[int, ...]) -> bool:
+    """Whether this version (``stamp``) of ``path`` was hashed good, here or by another process."""
+    key = str(path)
+    if _VERIFIED.get(key) == stamp or _remembered(key, digest) == stamp:
+        _VERIFIED[key] = stamp
+        return True
+    return False
+
+
+def mark_good(path: Path, digest: str, stamp: tuple[int, ...]) -> None:
+    """Record that this version of ``path`` hashes to ``digest`` (for every process)."""
+    _VERIFIED[str(path)] = stamp
+    _remember(str(path), digest, stamp)
+
+
+def stamp_of(path: Path, ctime: bool = True) -> tuple[int, ...]:
+    return _stamp(path, ctime)
 
 
 def mark_verified(path: Path, digest: str) -> None:
     """Count a cache file verified (its bytes were hashed on arrival)."""
-    stamp = _stamp(path, ctime=False)
-    _VERIFIED[str(path)] = stamp
-    _remember(str(path), digest, stamp)
+    mark_good(path, digest, _stamp(path, ctime=False))
 
 
 def _marker(key: str) -> Path:
