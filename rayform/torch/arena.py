@@ -66,7 +66,10 @@ class Arena:
         fd, path = tempfile.mkstemp(prefix=f"{PREFIX}{os.getpid()}-", dir=_directory())
         try:
             size = HEADER + self.slots * self.slot_bytes
-            os.posix_fallocate(fd, 0, size)  # a full /dev/shm fails here, not as a SIGBUS later
+            if hasattr(os, "posix_fallocate"):  # Linux: a full /dev/shm fails here, not as a SIGBUS later
+                os.posix_fallocate(fd, 0, size)
+            else:  # macOS has no posix_fallocate (nor /dev/shm: the file is in the temporary directory)
+                os.ftruncate(fd, size)
             self.map = mmap.mmap(fd, size)
         except OSError:
             os.unlink(path)
