@@ -12,6 +12,7 @@ import rayform
 from rayform.codec import imagecodec
 from rayform.converters.demo import DemoConfig, ingest_demo
 from rayform.errors import InvalidInput
+from rayform.read.sample import decode_image
 
 
 def psnr(a: np.ndarray, b: np.ndarray) -> float:
@@ -36,8 +37,9 @@ def test_a_jpeg_decoded_at_half_size_is_the_full_decode_resized():
     half = imagecodec.decode_resized(data, "jpeg", (120, 160))
     reference = imagecodec.resize(imagecodec.decode_jpeg(data), (120, 160))
     assert half.shape == (120, 160, 3) and psnr(half, reference) > 25 and psnr(half, reference[::-1]) < 15
-    odd = imagecodec.decode_resized(data, "jpeg", (100, 150), out=np.empty((100, 150, 3), np.uint8))
-    assert odd.shape == (100, 150, 3)
+    out = np.empty((100, 150, 3), np.uint8)
+    odd = decode_image(data, "jpg", out, (240, 320, 3), "odd size", resize=(100, 150))
+    assert odd is out and odd.shape == (100, 150, 3)
     png = imagecodec.decode_resized(imagecodec.encode_png(smooth), "png", (60, 80))
     np.testing.assert_array_equal(png, imagecodec.resize(smooth, (60, 80)))
 

@@ -133,28 +133,21 @@ def decode(data: bytes | memoryview, encoding: str, expect: tuple[int, ...] | No
 
 
 def decode_resized(data: bytes | memoryview, encoding: str, size: tuple[int, int], expect: tuple[int, ...] | None = None,
-                   what: str = "image", out: np.ndarray | None = None) -> np.ndarray:
+                   what: str = "image") -> np.ndarray:
     """An encoded image decoded at ``size`` (H, W): a JPEG through libjpeg-turbo's DCT scaling
     to the smallest of its M/8 scales at least that large (a quarter of the pixels decoded for
     half the size, and no resize at all where a scale is exact), then resized the rest of the
-    way; anything else decoded whole, then resized. Written into ``out`` when given."""
-    check_dimensions(data, encoding, expect, what)
-    h, w = size
-    try:
-        if encoding == "jpeg" and _simplejpeg is not None:
+    way; anything else decoded whole, then resized."""
+    if encoding != "jpeg" or _simplejpeg is None:
+        scaled = decode(data, encoding, expect, what)
+    else:
+        check_dimensions(data, encoding, expect, what)
+        try:
             scaled = _simplejpeg.decode_jpeg(data, colorspace="RGB", fastdct=False, fastupsample=False,
-                                             min_height=h, min_width=w)
-        else:
-            scaled = decode(data, encoding, None, what)
-    except Malformed:
-        raise
-    except Exception as e:
-        raise Malformed(f"{what}: not a decodable {encoding} image ({type(e).__name__}: {str(e)[:100]})") from None
-    image = scaled if scaled.shape[:2] == (h, w) else resize(scaled, size)
-    if out is None:
-        return image
-    np.copyto(out, image.reshape(out.shape))
-    return out
+                                             min_height=size[0], min_width=size[1])
+        except Exception as e:
+            raise Malformed(f"{what}: not a decodable jpeg image ({type(e).__name__}: {str(e)[:100]})") from None
+    return scaled if scaled.shape[:2] == tuple(size) else resize(scaled, size)
 
 
 def encode(image: np.ndarray, encoding: str, quality: int = 90) -> bytes:

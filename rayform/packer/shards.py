@@ -137,8 +137,7 @@ class ShardWriter:
             f.write(member_header(name, len(data)))
             row += [f.size, len(data)]
             f.write(data)
-            if len(data) % BLOCK:
-                f.write(bytes(BLOCK - len(data) % BLOCK))
+            f.write(bytes(_padded(len(data)) - len(data)))
         row[1] = f.size
         self._rows.append(row)
         if row[1] >= self.target_bytes:

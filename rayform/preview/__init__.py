@@ -43,12 +43,13 @@ def preview(slice_: Slice, out: str | os.PathLike[str], *, fps: float | None = N
     _needs("matplotlib" if plots else "", "av" if video else "", "rerun" if rerun is not None else "")
     chosen = _segments(slice_, segments)
     pack = _pack(slice_, fps)
+    packed = PackedSamples.by_segment(slice_.store, pack, [s.id for s in chosen]) if pack is not None else {}
     root = Path(out)
     written: list[Path] = []
     for seg in chosen:
         folder = root / seg.id
         folder.mkdir(parents=True, exist_ok=True)
-        samples = PackedSamples.of(slice_.store, pack, seg.id) if pack is not None else None
+        samples = packed.get(seg.id)
         if any(s.is_image for s in seg.streams.values()):
             written.append(_save_png(contact_sheet(seg), folder / "sheet.png"))
         if plots and any(not s.is_image for s in seg.streams.values()):
@@ -64,7 +65,7 @@ def preview(slice_: Slice, out: str | os.PathLike[str], *, fps: float | None = N
     if rerun is not None:
         from rayform.preview.rrd import write_rrd
 
-        written.append(write_rrd(slice_, chosen, Path(rerun), pack))
+        written.append(write_rrd(slice_, chosen, Path(rerun), packed))
     return written
 
 

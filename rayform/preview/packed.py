@@ -4,6 +4,7 @@ training reads, alignment and padding included)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,25 +33,36 @@ class PackedSamples:
 
     @classmethod
     def of(cls, store: CachedStore, pack: Pack, segment_id: str) -> PackedSamples:
-        """Every sample of ``segment_id`` in ``pack`` (the index is read whole; only the
-        records, not the images, of the segment's samples are built)."""
+        """Every sample of ``segment_id`` in ``pack``."""
+        return cls.by_segment(store, pack, [segment_id])[segment_id]
+
+    @classmethod
+    def by_segment(cls, store: CachedStore, pack: Pack, segment_ids: Sequence[str]) -> dict[str, PackedSamples]:
+        """Every sample of each of ``segment_ids`` in ``pack``, in one pass over the pack's
+        records (not its images); a sample of another segment is left once its first record
+        part is read."""
         streams = [n for n, s in pack.schema.items() if s.kind != "image"]
         horizon = max(1, pack.spec.max_horizon)
-        builders = {n: SampleBuilder(pack, SampleSpec(obs=[n], action=n, fps=pack.fps, horizon=horizon))
-                    for n in streams}
+        builders = [(n, SampleBuilder(pack, SampleSpec(obs=[n], action=n, fps=pack.fps, horizon=horizon)))
+                    for n in streams]
         reader = PackReader(store, pack, [LOWDIM])
-        found: list[tuple[int, dict[str, np.ndarray], np.ndarray]] = []
-        for start in range(0, len(reader), BATCH):
+        found: dict[str, list[tuple[int, dict[str, np.ndarray], np.ndarray]]] = {s: [] for s in segment_ids}
+        for start in range(0, len(reader) if builders else 0, BATCH):
             for key, raw in reader.raw_many(np.arange(start, min(start + BATCH, len(reader)))):
-                built = {n: b.build(raw, key) for n, b in builders.items()}
-                first = next(iter(built.values()), None)
-                if first is None or first["meta"]["segment"] != segment_id:
+                first = builders[0][1].build(raw, key)
+                wanted = found.get(first["meta"]["segment"])
+                if wanted is None:
                     continue
-                found.append((int(first["t_ns"]), {n: s["action"] for n, s in built.items()}, first["action_is_pad"]))
-        found.sort(key=lambda f: f[0])
-        return cls(
-            fps=float(pack.fps),
-            t_ns=np.array([f[0] for f in found], np.int64),
-            chunks={n: np.stack([f[1][n] for f in found]) if found else np.zeros((0, horizon)) for n in streams},
-            is_pad=np.stack([f[2] for f in found]) if found else np.zeros((0, horizon), bool),
-        )
+                chunks = {builders[0][0]: first["action"], **{n: b.build(raw, key)["action"] for n, b in builders[1:]}}
+                wanted.append((int(first["t_ns"]), chunks, first["action_is_pad"]))
+        out = {}
+        for segment_id, samples in found.items():
+            samples.sort(key=lambda f: f[0])
+            out[segment_id] = cls(
+                fps=float(pack.fps),
+                t_ns=np.array([f[0] for f in samples], np.int64),
+                chunks={n: np.stack([f[1][n] for f in samples]) if samples else np.zeros((0, horizon))
+                        for n in streams},
+                is_pad=np.stack([f[2] for f in samples]) if samples else np.zeros((0, horizon), bool),
+            )
+        return out

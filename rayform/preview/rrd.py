@@ -9,13 +9,13 @@ sample instant, on one timeline ``time`` (the recorded timestamps). rerun-sdk is
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from rayform.errors import InvalidInput
-from rayform.pack import Pack
 from rayform.preview.packed import PackedSamples
 from rayform.recordings.segments import Segment
 from rayform.recordings.slices import Slice
@@ -24,8 +24,10 @@ TIMELINE = "time"
 MEDIA_TYPES = {"jpeg": "image/jpeg", "png": "image/png"}
 
 
-def write_rrd(slice_: Slice, segments: list[Segment], path: Path, pack: Pack | None = None) -> Path:
-    """Write ``segments`` of ``slice_`` (with ``pack``'s sample grid) to ``path``."""
+def write_rrd(slice_: Slice, segments: list[Segment], path: Path, packed: Mapping[str, PackedSamples] | None = None
+              ) -> Path:
+    """Write ``segments`` of ``slice_`` to ``path``, with the sample grid of each segment's
+    ``packed`` samples (``PackedSamples.by_segment``) where given."""
     try:
         import rerun as rr
     except ImportError:
@@ -53,13 +55,12 @@ def write_rrd(slice_: Slice, segments: list[Segment], path: Path, pack: Pack | N
                     [str(i) for i in range(values.shape[1])]
             rec.log(entity, rr.SeriesLines(names=labels), static=True)
             rec.send_columns(entity, index, rr.Scalars.columns(scalars=values))
-        if pack is not None:
-            samples = PackedSamples.of(slice_.store, pack, seg.id)
-            if len(samples.t_ns):
-                entity = f"{base}/pack_{samples.fps:g}fps/samples"
-                rec.log(entity, rr.SeriesPoints(names=["sample"], marker_sizes=[3.0]), static=True)
-                rec.send_columns(entity, [rr.TimeColumn(TIMELINE, timestamp=samples.t_ns.astype("datetime64[ns]"))],
-                                 rr.Scalars.columns(scalars=np.arange(len(samples.t_ns), dtype=np.float64)))
+        samples = (packed or {}).get(seg.id)
+        if samples is not None and len(samples.t_ns):
+            entity = f"{base}/pack_{samples.fps:g}fps/samples"
+            rec.log(entity, rr.SeriesPoints(names=["sample"], marker_sizes=[3.0]), static=True)
+            rec.send_columns(entity, [rr.TimeColumn(TIMELINE, timestamp=samples.t_ns.astype("datetime64[ns]"))],
+                             rr.Scalars.columns(scalars=np.arange(len(samples.t_ns), dtype=np.float64)))
     rec.flush()
     rec.disconnect()
     return path

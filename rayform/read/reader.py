@@ -201,9 +201,10 @@ class PackReader:
         try:
             with open(path, "rb") as f:
                 stamp = files.stamp_of(path)
-                if os.fstat(f.fileno()).st_size != info.bytes:
-                    raise IntegrityError(f"{what}: {os.fstat(f.fileno()).st_size} bytes in {self.store.display}, "
-                                         f"the pack says {info.bytes}. The stored copy is corrupt")
+                size = os.fstat(f.fileno()).st_size
+                if size != info.bytes:
+                    raise IntegrityError(f"{what}: {size} bytes in {self.store.display}, the pack says {info.bytes}. "
+                                         "The stored copy is corrupt")
                 m = _map_file(f.fileno(), populate=False)
         except (FileNotFoundError, NotADirectoryError):
             raise BlobNotFound(f"{what}: not in {self.store.display}") from None

@@ -289,9 +289,8 @@ def decode_image(data: Any, fmt: str, out: np.ndarray | None = None, shape: tupl
     decoded at that size (``imagecodec.decode_resized``)."""
     if resize is not None and shape is not None and tuple(resize) != tuple(shape[:2]):
         if fmt in ("jpg", "png"):
-            return imagecodec.decode_resized(data, "jpeg" if fmt == "jpg" else "png", resize, shape, what, out)
-        image = decode_image(data, fmt, None, shape, what)
-        return _into(imagecodec.resize(image, resize), out)
+            return _into(imagecodec.decode_resized(data, "jpeg" if fmt == "jpg" else "png", resize, shape, what), out)
+        return _into(imagecodec.resize(decode_image(data, fmt, None, shape, what), resize), out)
     if fmt == "npy":
         image = records.from_npy(bytes(data), what)
     elif fmt in ("jpg", "png"):

@@ -52,7 +52,7 @@ def temp_prefix() -> str:
     return f"{TEMP_PREFIX}{_host()}-{os.getpid()}-"
 
 
-def _stamp(path: Path, ctime: bool = True) -> tuple[int, ...]:
+def stamp_of(path: Path, ctime: bool = True) -> tuple[int, ...]:
     """What identifies this version of a file: device, inode, size, modification time and,
     with ``ctime``, its change time, which no user can set (``utime`` can put an mtime back
     after an edit; the ctime still moves)."""
@@ -75,10 +75,10 @@ def hash_file(path: str | os.PathLike[str]) -> str:
 def verify_once(path: Path, digest: str, ctime: bool = True) -> bool:
     """True if ``path`` hashes to ``digest``: hashed once per file version for every process
     of this user (remembered in the cache directory), not once per process. A version is
-    its ``_stamp``; ``ctime=False`` for the cache's own files, whose change time moves
+    its ``stamp_of``; ``ctime=False`` for the cache's own files, whose change time moves
     whenever a reader pins them (the cache is written only by rayform, after verifying)."""
     try:
-        stamp = _stamp(path, ctime)
+        stamp = stamp_of(path, ctime)
     except (FileNotFoundError, NotADirectoryError):
         return False
     if known_good(path, digest, stamp):
@@ -104,13 +104,9 @@ def mark_good(path: Path, digest: str, stamp: tuple[int, ...]) -> None:
     _remember(str(path), digest, stamp)
 
 
-def stamp_of(path: Path, ctime: bool = True) -> tuple[int, ...]:
-    return _stamp(path, ctime)
-
-
 def mark_verified(path: Path, digest: str) -> None:
     """Count a cache file verified (its bytes were hashed on arrival)."""
-    mark_good(path, digest, _stamp(path, ctime=False))
+    mark_good(path, digest, stamp_of(path, ctime=False))
 
 
 def _marker(key: str) -> Path:
@@ -181,7 +177,8 @@ def copy_atomic(src: str | os.PathLike[str], path: str | os.PathLike[str]) -> No
         raise
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` is running (on this machine)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -199,7 +196,7 @@ def is_stale(name: str, mtime: float, now: float | None = None, older_than: floa
         return False
     if (now if now is not None else time.time()) - mtime > older_than:
         return True
-    return m.group(1) == _host() and int(m.group(2)) != os.getpid() and not _alive(int(m.group(2)))
+    return m.group(1) == _host() and int(m.group(2)) != os.getpid() and not alive(int(m.group(2)))
 
 
 def sweep_temporaries(root: str | os.PathLike[str], older_than: float = STALE_TEMP_SECONDS) -> int:
@@ -251,7 +248,7 @@ def exit_with(pid: int, interval_s: float = 0.5) -> None:
     def watch() -> None:
         while True:
             time.sleep(interval_s)
-            if not _alive(pid) or (parent == pid and os.getppid() != pid):
+            if not alive(pid) or (parent == pid and os.getppid() != pid):
                 os._exit(1)
 
     threading.Thread(target=watch, name="rayform-parent-watch", daemon=True).start()

@@ -24,14 +24,18 @@ whose worker died before that is swept by the next worker that starts.
 
 from __future__ import annotations
 
+import functools
 import mmap
 import os
 import tempfile
 import weakref
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import torch
+
+from rayform.store.files import alive
 
 SLOTS = int(os.environ.get("RAYFORM_BATCH_SLOTS", "6"))  # per worker: prefetched + held batches
 HEADER = 4096
@@ -88,9 +92,7 @@ class Arena:
             return None
         taken = Taken(self, int(free[0]))
         self.state[taken.slot] = 1
-        array = np.ndarray.__new__(_Lease, (self.slot_bytes,), np.uint8, self.map, HEADER + taken.slot * self.slot_bytes)
-        weakref.finalize(array, taken._gone)
-        return taken, torch.from_numpy(array)
+        return taken, _slot_tensor(self.map, self.slot_bytes, taken.slot, taken._gone)
 
 
 _arena: tuple[int, Arena | None] | None = None  # (pid, this process's arena or None if it could not be made)
@@ -114,6 +116,9 @@ class _Opened:
     """A worker's arena as the consuming process maps it."""
 
     def __init__(self, path: str, size: int, slots: int):
+        worker = _worker_of(Path(path))
+        if worker is None:
+            raise RuntimeError(f"{path}: not a batch arena's name")
         fd = os.open(path, os.O_RDWR)
         try:
             self.map = mmap.mmap(fd, size)
@@ -121,7 +126,7 @@ class _Opened:
             os.close(fd)
         os.unlink(path)  # mapped on both sides now: nothing needs the name any more
         self.state = np.frombuffer(self.map, np.uint8, slots)
-        self.worker = int(Path(path).name[len(PREFIX):].split("-", 1)[0])
+        self.worker = worker
         self.leases = 0
 
 
@@ -131,7 +136,7 @@ _opened: dict[str, _Opened] = {}
 def lease(path: str, slot_bytes: int, slots: int, slot: int) -> torch.Tensor:
     """Slot ``slot`` of the arena at ``path`` as a uint8 tensor, the slot freed when the last
     tensor using its memory is gone (in the consuming process)."""
-    if Path(path).name.startswith(f"{PREFIX}{os.getpid()}-"):
+    if _worker_of(Path(path)) == os.getpid():
         raise RuntimeError("a batch in a worker's slot was unpickled in that worker; ship it to another process")
     opened = _opened.get(path)
     if opened is None:
@@ -139,9 +144,15 @@ def lease(path: str, slot_bytes: int, slots: int, slot: int) -> torch.Tensor:
         opened = _opened[path] = _Opened(path, HEADER + slots * slot_bytes, slots)
     if not 0 <= slot < slots or opened.state[slot] != 1:
         raise RuntimeError(f"batch slot {slot} of {path} is not one a worker filled")
-    array = np.ndarray.__new__(_Lease, (slot_bytes,), np.uint8, opened.map, HEADER + slot * slot_bytes)
     opened.leases += 1
-    weakref.finalize(array, _release, opened, slot)
+    return _slot_tensor(opened.map, slot_bytes, slot, functools.partial(_release, opened, slot))
+
+
+def _slot_tensor(arena: mmap.mmap, slot_bytes: int, slot: int, gone: Callable[[], None]) -> torch.Tensor:
+    """A slot's bytes as a uint8 tensor over one :class:`_Lease` array, which torch keeps alive
+    as long as any tensor or view of that memory lives: ``gone`` runs when the last one dies."""
+    array = np.ndarray.__new__(_Lease, (slot_bytes,), np.uint8, arena, HEADER + slot * slot_bytes)
+    weakref.finalize(array, gone)
     return torch.from_numpy(array)
 
 
@@ -153,18 +164,14 @@ def _release(opened: _Opened, slot: int) -> None:
 def _forget_finished() -> None:
     """Drop the arenas of workers that have exited (the mapping goes with its last lease)."""
     for path, opened in list(_opened.items()):
-        if opened.leases == 0 and not _alive(opened.worker):
+        if opened.leases == 0 and not alive(opened.worker):
             del _opened[path]
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+def _worker_of(path: Path) -> int | None:
+    """The pid of the worker that made the arena file ``path`` (None: not an arena's name)."""
+    pid = path.name[len(PREFIX):].split("-", 1)[0]
+    return int(pid) if path.name.startswith(PREFIX) and pid.isdigit() else None
 
 
 def _directory() -> str:
@@ -174,11 +181,8 @@ def _directory() -> str:
 def _sweep() -> None:
     """Remove arenas whose worker died before its consumer mapped (and unlinked) them."""
     for path in Path(_directory()).glob(f"{PREFIX}*"):
-        try:
-            pid = int(path.name[len(PREFIX):].split("-", 1)[0])
-        except ValueError:
-            continue
-        if pid != os.getpid() and not _alive(pid):
+        pid = _worker_of(path)
+        if pid is not None and pid != os.getpid() and not alive(pid):
             try:
                 path.unlink()
             except OSError:
