@@ -14,7 +14,7 @@ import numpy as np
 
 import rayform
 from rayform.cli.main import main as cli
-from rayform.packer.packing import StoredShards
+from rayform.packer.packing import shard_fields
 from rayform.packer.shards import ShardWriter
 from rayform.read.reader import PackReader
 
@@ -58,14 +58,14 @@ def forge_pack(client: rayform.Client, pack: rayform.Pack, *, manifest: Callable
         tmp = Path(store.cache.root if store.cache else store.root) / "forge"
         tmp.mkdir(parents=True, exist_ok=True)
         writer = ShardWriter(str(tmp), pack.spec.shard_bytes, pack.members, m.get("chunks", {}).get("bytes"))
-        stored = StoredShards(store)
+        shards = []
         for i, (key, raw) in enumerate(reader.raw_many(range(pack.samples))):
             sample = {n: member(i, n, bytes(v)) for n, v in raw.items()}
-            for shard in writer.add(f"forged-{i:06d}", sample):
-                stored.add(shard)
-        for shard in writer.finish():
-            stored.add(shard)
-        m.update(stored.manifest_fields(writer.chunk_bytes))
+            shards += writer.add(f"forged-{i:06d}", sample)
+        shards += writer.finish()
+        for shard in shards:
+            store.put_blob_file(shard.path, shard.sha256, move=True)
+        m.update(shard_fields(store, shards, writer.chunk_bytes))
     if index is not None:
         m["index"] = store.put_blob(index(np.asarray(PackReader(store, pack, pack.members).index)))
     if manifest is not None:

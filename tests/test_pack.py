@@ -170,7 +170,7 @@ def test_the_interleave_seed_is_checked_and_a_pack_without_one_is_in_time_order(
 
 
 def test_an_interleaved_pack_holds_the_same_samples_spread_over_every_shard(demo_client):
-    from rayform.packer.interleave import layout_order
+    from rayform.packer.sharding import ShardLayout
     from rayform.read.reader import PackReader
 
     client, s = demo_client
@@ -183,7 +183,7 @@ def test_an_interleaved_pack_holds_the_same_samples_spread_over_every_shard(demo
         return [(key, {m: bytes(v) for m, v in raw.items()}) for key, raw in reader.raw_many(range(pack.samples))]
 
     a, b = samples(mixed), samples(in_time)
-    order = layout_order(in_time.samples, 0)
+    order = ShardLayout(in_time.samples, 1, 0).order()
     assert [raw for _, raw in a] != [raw for _, raw in b]
     # the same samples, byte for byte, each at the position the permutation gives it
     assert [raw for _, raw in a] == [b[i][1] for i in order]

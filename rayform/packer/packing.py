@@ -1,9 +1,16 @@
-"""Packing a slice: plan in this process, render on an executor, write shards in order.
+"""Packing a slice: plan here, render and write shards on an executor, manifest here.
 
-Tasks (runs of up to ``samples_per_task`` samples of one segment) are rendered on any
-``concurrent.futures.Executor`` (a local process pool by default, Dask's or another for
-slices bigger than one machine). Results are consumed in task order and shards are
-written only here, so the shard bytes never depend on how many processes rendered them.
+Two rounds of jobs on any ``concurrent.futures.Executor`` (a local process pool by default,
+a Dask or Ray cluster's for slices bigger than one machine):
+
+1. runs (``runs.render_run``): consecutive tasks rendered in time order, each sample written
+   to scratch in the section of the shard that will hold it;
+2. shards (``assemble.write_shard``): each shard gathered from every run's section for it,
+   written, measured and stored by the job itself.
+
+Where each sample goes is a pure function of the plan (``sharding.ShardLayout``), so the
+shards are the same bytes whatever the executor and however many workers. The driver sees
+only hashes, index rows and statistics: no sample byte passes through it.
 """
 
 from __future__ import annotations
@@ -15,12 +22,10 @@ import multiprocessing
 import os
 import shutil
 import sys
-import tempfile
 import threading
-from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, Future, ProcessPoolExecutor
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 from tqdm.auto import tqdm
@@ -28,29 +33,29 @@ from tqdm.auto import tqdm
 from rayform import config
 from rayform.codec import records
 from rayform.errors import InvalidInput, NotFound
-from rayform.pack.layout import LOWDIM, StreamSchema, members_of
+from rayform.pack.layout import StreamSchema, members_of
 from rayform.pack.manifest import Pack
 from rayform.pack.packs import Packs
 from rayform.pack.spec import PACK_FORMAT, PackSpec
+from rayform.packer import estimate
 from rayform.packer import shards as shard_files
-from rayform.packer.interleave import Spill, layout_order
-from rayform.packer.measure import StatsMeasure
-from rayform.packer.plan import (
-    SegmentPlan,
-    Task,
-    plan_segment,
-    resolve_streams,
-    tasks_of,
-)
-from rayform.packer.render import member_format, render_task
-from rayform.packer.shards import ShardFile, ShardWriter
+from rayform.packer.assemble import ShardJob, write_shard
+from rayform.packer.measure import merge as merge_stats
+from rayform.packer.measure import quantile_stride
+from rayform.packer.plan import SegmentPlan, plan_segment, resolve_streams, tasks_of
+from rayform.packer.render import member_format
+from rayform.packer.runs import Piece, RunJob, RunResult, render_run
+from rayform.packer.scratch import SCRATCH, LocalScratch, Scratch, StoreScratch
+from rayform.packer.sharding import ShardLayout
+from rayform.packer.shards import ShardFile
 from rayform.recordings.segments import Segment
 from rayform.recordings.slices import Slice
 from rayform.store.cached import CachedStore
-from rayform.store.files import exit_with, scratch_dir, sweep_scratch
+from rayform.store.files import exit_with, sweep_scratch
 
 log = logging.getLogger("rayform.pack")
-SCRATCH = os.path.join(tempfile.gettempdir(), "rayform-pack")  # shards are written here before they are stored
+J = TypeVar("J")
+R = TypeVar("R")
 
 
 def pack_slice(
@@ -80,34 +85,45 @@ def _render_pack(slice_: Slice, spec: PackSpec, executor: Executor | None, worke
     spec = dataclasses.replace(spec, streams=streams)
     schema = _schema(segments, spec)
     plans = [plan_segment(i, seg, slice_.segments[i], spec) for i, seg in enumerate(segments)]
+    del segments
     total = sum(len(p.times) for p in plans)
     if total == 0:
         raise InvalidInput(
             f"{slice_.id}: no instant at {spec.fps} fps has every stream of {', '.join(streams)} "
             "fresh; check the streams' time ranges or raise the staleness tolerance"
         )
-    members = members_of(schema, spec.max_history)
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
+        raise InvalidInput(f"workers {workers}: must be a whole number of processes, at least 1")
+    workers = workers or config.pack_workers() or os.cpu_count() or 1
+    members = tuple(sorted(members_of(schema, spec.max_history)))
     _sweep(store)
-    tasks = [(plans[t.position], t) for p in plans for t in tasks_of(p, spec.samples_per_task)]
-
-    bar = tqdm(total=total, unit="sample", desc=f"pack {slice_.id}", disable=not progress, leave=False)
-    tmp = scratch_dir(SCRATCH)
+    layout = ShardLayout.for_bytes(total, estimate.sample_bytes(slice_.store_ref, slice_.id, spec, schema, plans),
+                                   spec.shard_bytes, spec.interleave_seed)
+    pieces = _pieces(plans, spec.samples_per_task)
+    parallel = executor is not None or (workers > 1 and len(pieces) > 1)
+    scratch: Scratch = LocalScratch.create() if executor is None else StoreScratch(slice_.store_ref)
+    runs: list[RunResult] = []
     try:
-        writer = ShardWriter(tmp, spec.shard_bytes, members, shard_files.CHUNK_BYTES)
-        stored = StoredShards(store)
-        samples = _counted(_rendered(slice_, spec, schema, tasks, executor, workers), bar)
-        if spec.interleave_seed is not None:
-            samples = _interleaved(samples, os.path.join(tmp, "spill"), members, total, spec.interleave_seed)
-        measure = StatsMeasure(schema, total)
-        for key, sample in samples:
-            measure.add(sample[LOWDIM])
-            for shard in writer.add(key, sample):
-                stored.add(shard)
-        for shard in writer.finish():
-            stored.add(shard)
+        with _Executor(executor, workers if parallel else 1) as pool:
+            run_jobs = [RunJob(slice_.store_ref, slice_.id, spec, schema, members, layout, scratch, group)
+                        for group in _grouped(pieces, _run_samples(layout, workers))]
+            with tqdm(total=total, unit="sample", desc=f"pack {slice_.id}", disable=not progress, leave=False) as bar:
+                for run in pool.each(render_run, run_jobs):
+                    runs.append(run)
+                    bar.update(run.samples)
+            shard_jobs = [
+                ShardJob(k, layout.bounds(k), tuple(r.sections[k] for r in runs if k in r.sections), scratch,
+                         slice_.store_ref, members, shard_files.CHUNK_BYTES, schema, quantile_stride(total))
+                for k in range(layout.shards)
+            ]
+            with tqdm(total=layout.shards, unit="shard", desc=f"write {slice_.id}", disable=not progress,
+                      leave=False) as bar:
+                shards = []
+                for written in pool.each(write_shard, shard_jobs):
+                    shards.append(written)
+                    bar.update(1)
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    bar.close()
+        _remove_runs(scratch, runs)
 
     manifest = {
         "format": PACK_FORMAT,
@@ -115,10 +131,11 @@ def _render_pack(slice_: Slice, spec: PackSpec, executor: Executor | None, worke
         "slice_digest": slice_.digest,
         "spec": spec.to_manifest(),
         "schema": {n: s.to_manifest() for n, s in schema.items()},
-        "members": members,
-        **stored.manifest_fields(writer.chunk_bytes),
+        "members": list(members),
+        **shard_fields(store, [s.shard for s in shards], shard_files.CHUNK_BYTES),
         "samples": total,
-        "stats": {k: v.to_manifest() for k, v in measure.result({n: s.shape for n, s in schema.items()}).items()},
+        "stats": {k: v.to_manifest() for k, v in
+                  merge_stats((s.stats for s in shards), {n: s.shape for n, s in schema.items()}).items()},
         "instants": sum(p.instants for p in plans),
         "dropped": _dropped(plans),
         "segments": [
@@ -136,87 +153,87 @@ def _render_pack(slice_: Slice, spec: PackSpec, executor: Executor | None, worke
     return pack
 
 
-class StoredShards:
-    """Finished shards moved into the store in order, and what the pack manifest says of them:
-    the shard list, the offset index blob and the chunk digests blob."""
-
-    def __init__(self, store: CachedStore) -> None:
-        self.store = store
-        self.shards: list[dict[str, Any]] = []
-        self._rows: list[np.ndarray] = []
-        self._chunks: list[bytes] = []
-
-    def add(self, shard: ShardFile) -> None:
-        self.store.put_blob_file(shard.path, shard.sha256)
-        os.unlink(shard.path)
-        self._rows.append(np.column_stack([np.full(shard.samples, len(self.shards), np.int64), shard.index]))
-        self.shards.append({"sha256": shard.sha256, "bytes": shard.bytes, "samples": shard.samples})
-        self._chunks.append(shard.chunks)
-
-    def manifest_fields(self, chunk_bytes: int) -> dict[str, Any]:
-        return {
-            "shards": self.shards,
-            "index": self.store.put_blob(records.to_npy(np.concatenate(self._rows))),
-            "chunks": {"bytes": chunk_bytes, "digests": self.store.put_blob(b"".join(self._chunks))},
-        }
+def shard_fields(store: CachedStore, shards: list[ShardFile], chunk_bytes: int) -> dict[str, Any]:
+    """What a pack manifest says of its stored shards, in order: the shard list, the offset
+    index blob and the chunk digests blob."""
+    rows = [np.column_stack([np.full(s.samples, i, np.int64), s.index]) for i, s in enumerate(shards)]
+    return {
+        "shards": [{"sha256": s.sha256, "bytes": s.bytes, "samples": s.samples} for s in shards],
+        "index": store.put_blob(records.to_npy(np.concatenate(rows))),
+        "chunks": {"bytes": chunk_bytes, "digests": store.put_blob(b"".join(s.chunks for s in shards))},
+    }
 
 
-def _rendered(
-    slice_: Slice,
-    spec: PackSpec,
-    schema: dict[str, StreamSchema],
-    tasks: list[tuple[SegmentPlan, Task]],
-    executor: Executor | None,
-    workers: int | None,
-) -> Iterator[list[tuple[str, dict[str, bytes]]]]:
-    """Each task's samples, in task order, rendered on the executor with a bounded window."""
-    args = [(slice_.store_ref, plan.segment_id, slice_.id, spec, schema, (int(plan.times[0]), plan.end_ns), task)
-            for plan, task in tasks]
-    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
-        raise InvalidInput(f"workers {workers}: must be a whole number of processes, at least 1")
-    workers = workers or config.pack_workers() or os.cpu_count() or 1
-    if executor is None and (workers <= 1 or len(tasks) <= 1):
-        for a in args:
-            yield render_task(*a)
-        return
-    own = executor is None
-    # each worker ends itself once this process is gone: a killed pack leaves no pool behind
-    pool = executor or ProcessPoolExecutor(workers, mp_context=_pool_context(),
-                                           initializer=functools.partial(exit_with, os.getpid()))
-    window = 2 * (getattr(pool, "_max_workers", None) or workers)
-    pending: deque[Future[list[tuple[str, dict[str, bytes]]]]] = deque()
-    try:
-        for a in args:
-            pending.append(pool.submit(render_task, *a))
-            if len(pending) >= window:
-                yield pending.popleft().result()
-        while pending:
-            yield pending.popleft().result()
-    finally:
-        for f in pending:
-            f.cancel()
-        if own:
-            pool.shutdown(wait=True, cancel_futures=True)
+def _pieces(plans: list[SegmentPlan], samples_per_task: int) -> list[Piece]:
+    """Every task of the slice, numbered in rendering order."""
+    out, first = [], 0
+    for plan in plans:
+        for task in tasks_of(plan, samples_per_task):
+            out.append(Piece(plan.segment_id, (int(plan.times[0]), plan.end_ns), task, first))
+            first += len(task.times)
+    return out
 
 
-def _counted(batches: Iterator[list[tuple[str, dict[str, bytes]]]], bar: Any) -> Iterator[tuple[str, dict[str, bytes]]]:
-    for samples in batches:
-        yield from samples
-        bar.update(len(samples))
+def _run_samples(layout: ShardLayout, workers: int) -> int:
+    # a run is held in its worker's memory while rendered: at most a shard's worth; and at
+    # least four runs per worker, so that the workers finish together
+    return max(1, min(layout.per_shard, -(-layout.samples // (4 * workers))))
 
 
-def _interleaved(samples: Iterator[tuple[str, dict[str, bytes]]], path: str, members: list[str], total: int,
-                 seed: int) -> Iterator[tuple[str, dict[str, bytes]]]:
-    """``samples`` (all ``total`` of them) in the pack's interleaved order: spilled, then read back."""
-    spill = Spill(path, members, total)
-    try:
-        for key, sample in samples:
-            spill.add(key, sample)
-        if len(spill) != total:
-            raise AssertionError(f"rendered {len(spill)} samples, planned {total}")
-        yield from spill.in_order(layout_order(total, seed))
-    finally:
-        spill.close()
+def _grouped(pieces: list[Piece], samples: int) -> Iterator[tuple[Piece, ...]]:
+    group: list[Piece] = []
+    n = 0
+    for piece in pieces:
+        group.append(piece)
+        n += len(piece.task.times)
+        if n >= samples:
+            yield tuple(group)
+            group, n = [], 0
+    if group:
+        yield tuple(group)
+
+
+def _remove_runs(scratch: Scratch, runs: list[RunResult]) -> None:
+    for name in sorted({s.run for r in runs for s in r.sections.values()}):
+        try:
+            scratch.remove(name)
+        except Exception as e:  # a run left behind is garbage, not a failed pack
+            log.warning("rayform: could not remove pack run %s: %s", name[:16], e)
+    if isinstance(scratch, LocalScratch):
+        shutil.rmtree(scratch.directory, ignore_errors=True)
+
+
+class _Executor:
+    """Jobs run on the caller's executor, a process pool of our own, or in this process; results
+    in job order, the first failure cancelling the rest."""
+
+    def __init__(self, executor: Executor | None, workers: int):
+        self.given, self.workers = executor, workers
+        self.pool: Executor | None = executor
+
+    def __enter__(self) -> _Executor:
+        if self.pool is None and self.workers > 1:
+            # each worker ends itself once this process is gone: a killed pack leaves no pool behind
+            self.pool = ProcessPoolExecutor(self.workers, mp_context=_pool_context(),
+                                            initializer=functools.partial(exit_with, os.getpid()))
+        return self
+
+    def each(self, fn: Callable[[J], R], jobs: list[J]) -> Iterator[R]:
+        if self.pool is None:
+            for job in jobs:
+                yield fn(job)
+            return
+        futures: list[Future[R]] = [self.pool.submit(fn, job) for job in jobs]
+        try:
+            for f in futures:
+                yield f.result()
+        finally:
+            for f in futures:
+                f.cancel()
+
+    def __exit__(self, *exc: object) -> None:
+        if self.pool is not None and self.given is None:
+            self.pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _sweep(store: CachedStore) -> None:

@@ -31,7 +31,7 @@ CHUNK_BYTES = 1 << 20  # a streamed shard is verified chunk by chunk, each of th
 RECORD = 20 * BLOCK  # tarfile pads the end of an archive to a whole record
 
 
-def _padded(size: int) -> int:
+def padded(size: int) -> int:
     return (size + BLOCK - 1) // BLOCK * BLOCK
 
 
@@ -137,7 +137,7 @@ class ShardWriter:
             f.write(member_header(name, len(data)))
             row += [f.size, len(data)]
             f.write(data)
-            f.write(bytes(_padded(len(data)) - len(data)))
+            f.write(bytes(padded(len(data)) - len(data)))
         row[1] = f.size
         self._rows.append(row)
         if row[1] >= self.target_bytes:

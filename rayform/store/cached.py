@@ -123,9 +123,10 @@ class CachedStore:
         self._reach_to_write("a blob")
         return self.backend.put_blob(data)
 
-    def put_blob_file(self, local_path: str | os.PathLike[str], digest: str | None = None) -> str:
+    def put_blob_file(self, local_path: str | os.PathLike[str], digest: str | None = None, *,
+                      move: bool = False) -> str:
         self._reach_to_write("a blob")
-        return self.backend.put_blob_file(local_path, digest)
+        return self.backend.put_blob_file(local_path, digest, move=move)
 
     def put_json_blob(self, obj: Any) -> str:
         return self.put_blob(canonical_json(obj))

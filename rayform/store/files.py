@@ -12,6 +12,7 @@ through a symlink.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
@@ -175,6 +176,17 @@ def copy_atomic(src: str | os.PathLike[str], path: str | os.PathLike[str]) -> No
     except BaseException:
         unlink_if_present(tmp)
         raise
+
+
+def move_atomic(src: str | os.PathLike[str], path: str | os.PathLike[str]) -> None:
+    """``src`` renamed into place where it is on the same file system, else copied."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    try:
+        publish(os.fspath(src), path)
+    except OSError as e:
+        if e.errno != errno.EXDEV:
+            raise
+        copy_atomic(src, path)
 
 
 def alive(pid: int) -> bool:

@@ -39,6 +39,7 @@ from rayform.store.files import (
     canonical_json,
     copy_atomic,
     hash_file,
+    move_atomic,
     sha256_hex,
     sweep_temporaries,
     write_atomic,
@@ -137,14 +138,16 @@ class Store:
             self._write_atomic(path, bytes(data))
         return digest
 
-    def put_blob_file(self, local_path: str | os.PathLike[str], digest: str | None = None) -> str:
-        """Store a local file as a blob, streamed, hashing it unless ``digest`` is given."""
+    def put_blob_file(self, local_path: str | os.PathLike[str], digest: str | None = None, *,
+                      move: bool = False) -> str:
+        """Store a local file as a blob, streamed, hashing it unless ``digest`` is given; with
+        ``move``, a local store takes the file itself where it can (renamed, not copied)."""
         digest = digest or hash_file(Path(local_path))
         path = self.blob_path(digest)
         if self._exists_for_write(path):
             return digest
         if self.is_local:
-            self._local_write(copy_atomic, local_path, path)
+            self._local_write(move_atomic if move else copy_atomic, local_path, path)
         else:
             self._put_remote(path, lambda target: self.fs.put_file(os.fspath(local_path), target))
         return digest

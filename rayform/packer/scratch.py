@@ -1,0 +1,151 @@
+"""Where rendered runs wait for the shard writers: a local directory, or the store itself.
+
+A run is written once, by the task that rendered it, as sections (one per shard it feeds),
+and each section is read once, by the task that writes that shard. Two places, one interface:
+
+- ``LocalScratch``: files in a directory of this machine, for the local process pool (its
+  workers share the directory). Our own files, written and read here: not hashed again.
+- ``StoreScratch``: blobs in the pack's store, for any other executor (a Dask or Ray cluster,
+  whose workers may share nothing but the store). Each section's sha256 travels with its
+  place, and a section's bytes are checked against it before they are parsed: the store is
+  untrusted. The driver deletes the runs when the pack is done; ``rayform gc`` takes what a
+  killed pack left (they are blobs no ref reaches).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from dataclasses import dataclass
+from typing import Protocol
+
+from rayform import names
+from rayform.errors import IntegrityError, Malformed
+from rayform.store.cached import StoreRef
+from rayform.store.files import scratch_dir
+
+SCRATCH = os.path.join(tempfile.gettempdir(), "rayform-pack")  # local work files of packing
+
+
+@dataclass(frozen=True)
+class Section:
+    """The part of a run that one shard takes: where it lies, and what it must hash to."""
+
+    run: str  # the run's file name (local) or blob digest (store)
+    offset: int
+    size: int
+    samples: int
+    sha256: str  # "" where the scratch is not shared (``verifies`` false)
+
+
+class Scratch(Protocol):
+    @property
+    def verifies(self) -> bool:
+        """Whether sections are hashed when written and checked when read."""
+
+    def write(self, parts: list[bytes]) -> tuple[str, list[int]]:
+        """Store a run made of ``parts``; its name and each part's offset in it."""
+
+    def read(self, section: Section) -> bytes:
+        """A section's bytes, checked where they came from a shared place."""
+
+    def remove(self, run: str) -> None: ...
+
+
+def _nonce() -> bytes:
+    # two packs of the same slice render the same runs: a nonce keeps their names apart, so
+    # that one pack's clean-up never deletes the other's run
+    return os.urandom(16)
+
+
+def _offsets(parts: list[bytes], start: int) -> list[int]:
+    out, at = [], start
+    for p in parts:
+        out.append(at)
+        at += len(p)
+    return out
+
+
+@dataclass(frozen=True)
+class LocalScratch:
+    directory: str
+    verifies = False
+
+    @classmethod
+    def create(cls) -> LocalScratch:
+        return cls(scratch_dir(SCRATCH))
+
+    def write(self, parts: list[bytes]) -> tuple[str, list[int]]:
+        fd, path = tempfile.mkstemp(dir=self.directory, prefix="run-", suffix=".bin")
+        with os.fdopen(fd, "wb") as f:
+            f.writelines(parts)
+        return os.path.basename(path), _offsets(parts, 0)
+
+    def read(self, section: Section) -> bytes:
+        with open(self._path(section.run), "rb") as f:
+            data = os.pread(f.fileno(), section.size, section.offset)
+        if len(data) != section.size:
+            raise Malformed(f"pack scratch {section.run}: {len(data)} bytes at {section.offset}, "
+                            f"{section.size} written there")
+        return data
+
+    def remove(self, run: str) -> None:
+        try:
+            os.unlink(self._path(run))
+        except FileNotFoundError:
+            pass
+
+    def _path(self, run: str) -> str:
+        if os.path.basename(run) != run or not run.startswith("run-"):
+            raise Malformed(f"pack scratch: {run!r} is not a run's file name")
+        return os.path.join(self.directory, run)
+
+
+@dataclass(frozen=True)
+class StoreScratch:
+    store_ref: StoreRef
+    verifies = True
+
+    def write(self, parts: list[bytes]) -> tuple[str, list[int]]:
+        nonce = _nonce()
+        digest = hashlib.sha256(nonce)
+        local = scratch_dir(SCRATCH)
+        path = os.path.join(local, "run.bin")
+        try:
+            with open(path, "wb") as f:
+                f.write(nonce)
+                for p in parts:
+                    digest.update(p)
+                    f.write(p)
+            name = self.store_ref.open().put_blob_file(path, digest.hexdigest())
+        finally:
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+            os.rmdir(local)
+        return name, _offsets(parts, len(nonce))
+
+    def read(self, section: Section) -> bytes:
+        store = self.store_ref.open()
+        names.digest(section.run)
+        reader = store.backend.read_from(section.run, section.offset)
+        try:
+            chunks, left = [], section.size
+            while left:
+                chunk = reader.read(left)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                left -= len(chunk)
+        finally:
+            reader.close()
+        data = b"".join(chunks)
+        if len(data) != section.size or hashlib.sha256(data).hexdigest() != section.sha256:
+            raise IntegrityError(f"pack run {section.run[:16]} in {store.display}: the section at "
+                                 f"{section.offset} is not the bytes written there; pack again")
+        return data
+
+    def remove(self, run: str) -> None:
+        self.store_ref.open().backend.delete_blob(run)
