@@ -1,10 +1,12 @@
 """How many tar bytes a sample of a pack takes, before the pack is rendered.
 
 Shard boundaries must be known before any sample is rendered (so that every task can write
-where its samples belong), so the samples per shard come from an estimate: the mean tar size
-of a few samples rendered exactly as the pack will render them, spread evenly over the
-slice's segments and over each one's instants. The estimate depends on the plan and the
-segments' bytes only, so every process computes the same; shards are about ``shard_bytes``.
+where its samples belong), so the samples per shard come from an estimate, made from up to
+``SEGMENTS`` segments spread evenly over the slice: for a camera kept as recorded, the mean
+size of those segments' recorded frames; for the rest (records, re-encoded frames), the mean
+size of ``PER_SEGMENT`` samples of each rendered exactly as the pack renders them. The
+estimate depends on the plan and the segments' bytes only, so every process computes the
+same; shards are about ``shard_bytes``.
 """
 
 from __future__ import annotations
@@ -14,24 +16,36 @@ import numpy as np
 from rayform.pack.layout import StreamSchema
 from rayform.pack.spec import PackSpec
 from rayform.packer.plan import SegmentPlan, Task
-from rayform.packer.render import render_task
+from rayform.packer.render import as_recorded, open_segment, render_task
 from rayform.packer.shards import BLOCK, padded
 from rayform.store.cached import StoreRef
 
-SEGMENTS = 8  # segments rendered from
-PER_SEGMENT = 4  # instants rendered in each
+SEGMENTS = 8
+PER_SEGMENT = 4
 
 
 def sample_bytes(store_ref: StoreRef, slice_id: str, spec: PackSpec, schema: dict[str, StreamSchema],
                  plans: list[SegmentPlan]) -> float:
-    """The mean tar bytes of a sample of this pack, from up to ``SEGMENTS × PER_SEGMENT`` samples."""
+    """The mean tar bytes of a sample of this pack."""
     kept = [p for p in plans if len(p.times)]
     chosen = [kept[i] for i in np.unique(np.linspace(0, len(kept) - 1, min(SEGMENTS, len(kept))).round().astype(int))]
-    sizes = []
+    per_segment = []
     for plan in chosen:
+        seg = open_segment(store_ref, plan.version, plan.segment_id)
+        recorded = {n for n, s in schema.items() if s.kind == "image" and as_recorded(seg, n, s, spec)}
+        frames = sum((1 + spec.max_history) * float(np.mean(BLOCK + _padded(seg.frame_sizes(n))))
+                     for n in recorded)
         k = np.unique(np.linspace(0, len(plan.times) - 1, min(PER_SEGMENT, len(plan.times))).round().astype(int))
-        task = Task(plan.position, plan.version, 0, plan.times[k], plan.grid_index[k])
-        for _key, members in render_task(store_ref, plan.segment_id, slice_id, spec, schema,
-                                        (int(plan.times[0]), plan.end_ns), task):
-            sizes.append(sum(BLOCK + padded(len(data)) for data in members.values()))
-    return float(np.mean(sizes)) if sizes else float(BLOCK)
+        rendered = render_task(store_ref, plan.segment_id, slice_id, spec,
+                               {n: s for n, s in schema.items() if n not in recorded},
+                               (int(plan.times[0]), plan.end_ns),
+                               Task(plan.position, plan.version, 0, plan.times[k], plan.grid_index[k]))
+        rest = np.mean([sum(BLOCK + padded(len(data)) for data in members.values())
+                        for _, members in rendered.samples])
+        per_segment.append(frames + float(rest))
+    return float(np.mean(per_segment)) if per_segment else float(BLOCK)
+
+
+def _padded(sizes: np.ndarray) -> np.ndarray:
+    return (sizes + BLOCK - 1) // BLOCK * BLOCK
+

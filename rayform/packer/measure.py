@@ -1,12 +1,11 @@
 """The statistics of a pack (``rayform.pack.stats``), measured while its shards are written.
 
-Each shard's writer measures its own samples, in the pack's order (``ShardStats``), and the
-driver merges the shards' parts in shard order (``merge``): the result does not depend on
-which process wrote which shard, nor on how many there were. Records are gathered ``CHUNK``
-at a time and reduced together; moments are merged chunk by chunk and shard by shard in
-float64 (Chan et al.'s pairwise update), so memory stays at one chunk and a bounded quantile
-sample (the samples at every ``stride``-th position of the pack), however large the pack.
-About 40 µs a sample (the record's msgpack, mostly), spread over the writers.
+Each run's job measures its samples from the arrays it rendered (``RunStats``), and the
+driver merges the runs' parts in run order (``merge``); runs are a pure function of the plan,
+so the result does not depend on which process rendered which run, nor on how many there
+were. Moments are reduced ``CHUNK`` rows at a time and merged chunk by chunk and run by run
+in float64 (Chan et al.'s pairwise update); the quantile sample is the samples at every
+``stride``-th position of the pack, so it is bounded however large the pack.
 """
 
 from __future__ import annotations
@@ -17,7 +16,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from rayform.codec import records
 from rayform.pack.layout import StreamSchema
 from rayform.pack.stats import PERCENTILES, QUANTILE_SAMPLE, StreamStats
 
@@ -63,9 +61,10 @@ def quantile_stride(total: int) -> int:
     return max(1, math.ceil(total / QUANTILE_SAMPLE))
 
 
-class ShardStats:
-    """Feeds on each sample's lowdim record and pack position (``add``), in pack order;
-    ``part`` at the end."""
+class RunStats:
+    """Feeds on a run's array values (``add``, piece by piece in rendering order) with their
+    pack positions; ``part`` at the end. Moments are reduced ``CHUNK`` rows at a time over the
+    whole run, so how the run was cut into pieces does not change a bit of the result."""
 
     def __init__(self, schema: Mapping[str, StreamSchema], stride: int):
         self.streams = [n for n, s in schema.items() if s.kind != "image"]
@@ -74,22 +73,24 @@ class ShardStats:
         keys = self.streams + [n + DELTA for n in self.deltas]
         self._moments = {k: _Moments() for k in keys}
         self._sample: dict[str, list[np.ndarray]] = {k: [] for k in keys}
-        self._future: dict[str, list[np.ndarray]] = {n: [] for n in self.streams}
-        self._pad: dict[str, list[np.ndarray]] = {n: [] for n in self.deltas}
-        self._positions: list[int] = []
+        self._arrays: list[Mapping[str, tuple[np.ndarray, np.ndarray]]] = []
+        self._positions: list[np.ndarray] = []
 
-    def add(self, lowdim: bytes | memoryview, position: int) -> None:
-        arrays = records.loads(lowdim, "a sample being packed")["arrays"]
-        for name in self.streams:
-            self._future[name].append(records.unpack_array(arrays[name]["future"]))
-        for name in self.deltas:
-            self._pad[name].append(records.unpack_array(arrays[name]["pad"]))
-        self._positions.append(position)
-        if len(self._positions) == CHUNK:
-            self._flush()
+    def add(self, arrays: Mapping[str, tuple[np.ndarray, np.ndarray]], positions: np.ndarray) -> None:
+        """``arrays``: per stream the future values ``(n, steps, *shape)`` and pad ``(n, steps)``."""
+        self._arrays.append(arrays)
+        self._positions.append(positions)
 
     def part(self) -> StatsPart:
-        self._flush()
+        if self._positions:
+            positions = np.concatenate(self._positions)
+            for name in self.streams:
+                values = np.concatenate([a[name][0] for a in self._arrays])
+                pad = np.concatenate([a[name][1] for a in self._arrays]) if name in self.deltas else None
+                for start in range(0, len(positions), CHUNK):
+                    stop = min(len(positions), start + CHUNK)
+                    self._reduce(name, values[start:stop], None if pad is None else pad[start:stop],
+                                 positions[start:stop] % self.stride == 0)
         out = StatsPart()
         for key, m in self._moments.items():
             if m.mean is not None and m.m2 is not None and m.min is not None and m.max is not None:
@@ -97,24 +98,14 @@ class ShardStats:
             out.sample[key] = self._sample[key]
         return out
 
-    def _flush(self) -> None:
-        """The samples since the last flush, a chunk at a time: current values and deltas."""
-        n = len(self._positions)
-        if not n:
-            return
-        sampled = np.asarray(self._positions) % self.stride == 0
-        self._positions.clear()
-        for name in self.streams:
-            future = np.stack(self._future[name]).astype(np.float64)  # (samples, steps, *shape)
-            self._future[name].clear()
-            flat = future.reshape(n, future.shape[1], -1)  # (samples, steps, elements)
-            self._take(name, flat[:, 0], flat[sampled, 0])
-            if name in self.deltas:
-                pad = np.stack(self._pad[name]).astype(bool)
-                self._pad[name].clear()
-                keep = ~pad[:, 1:]
-                steps = flat[:, 1:] - flat[:, :1]
-                self._take(name + DELTA, steps[keep], steps[sampled][keep[sampled]])
+    def _reduce(self, name: str, future: np.ndarray, pad: np.ndarray | None, sampled: np.ndarray) -> None:
+        """A chunk of one stream's rows: current values and, with ``pad``, deltas."""
+        flat = future.astype(np.float64).reshape(len(future), future.shape[1], -1)  # (samples, steps, elements)
+        self._take(name, flat[:, 0], flat[sampled, 0])
+        if pad is not None:
+            keep = ~pad[:, 1:].astype(bool)
+            steps = flat[:, 1:] - flat[:, :1]
+            self._take(name + DELTA, steps[keep], steps[sampled][keep[sampled]])
 
     def _take(self, key: str, rows: np.ndarray, sample: np.ndarray) -> None:
         self._moments[key].add(rows)

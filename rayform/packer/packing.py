@@ -42,7 +42,7 @@ from rayform.packer import shards as shard_files
 from rayform.packer.assemble import ShardJob, write_shard
 from rayform.packer.measure import merge as merge_stats
 from rayform.packer.measure import quantile_stride
-from rayform.packer.plan import SegmentPlan, plan_segment, resolve_streams, tasks_of
+from rayform.packer.plan import SegmentPlan, Task, plan_segment, resolve_streams, tasks_of
 from rayform.packer.render import member_format
 from rayform.packer.runs import Piece, RunJob, RunResult, render_run
 from rayform.packer.scratch import SCRATCH, LocalScratch, Scratch, StoreScratch
@@ -54,6 +54,7 @@ from rayform.store.cached import CachedStore
 from rayform.store.files import exit_with, sweep_scratch
 
 log = logging.getLogger("rayform.pack")
+RUNS = 32  # a slice is rendered in at least this many runs
 J = TypeVar("J")
 R = TypeVar("R")
 
@@ -99,28 +100,30 @@ def _render_pack(slice_: Slice, spec: PackSpec, executor: Executor | None, worke
     _sweep(store)
     layout = ShardLayout.for_bytes(total, estimate.sample_bytes(slice_.store_ref, slice_.id, spec, schema, plans),
                                    spec.shard_bytes, spec.interleave_seed)
-    pieces = _pieces(plans, spec.samples_per_task)
-    parallel = executor is not None or (workers > 1 and len(pieces) > 1)
     scratch: Scratch = LocalScratch.create() if executor is None else StoreScratch(slice_.store_ref)
+    run_jobs = [RunJob(slice_.store_ref, slice_.id, spec, schema, members, layout, scratch, group,
+                       quantile_stride(total))
+                for group in _runs(plans, spec.samples_per_task, _run_samples(layout))]
+    parallel = executor is not None or (workers > 1 and len(run_jobs) > 1)
     runs: list[RunResult] = []
     try:
         with _Executor(executor, workers if parallel else 1) as pool:
-            run_jobs = [RunJob(slice_.store_ref, slice_.id, spec, schema, members, layout, scratch, group)
-                        for group in _grouped(pieces, _run_samples(layout, workers))]
             with tqdm(total=total, unit="sample", desc=f"pack {slice_.id}", disable=not progress, leave=False) as bar:
                 for run in pool.each(render_run, run_jobs):
                     runs.append(run)
                     bar.update(run.samples)
             shard_jobs = [
                 ShardJob(k, layout.bounds(k), tuple(r.sections[k] for r in runs if k in r.sections), scratch,
-                         slice_.store_ref, members, shard_files.CHUNK_BYTES, schema, quantile_stride(total))
+                         slice_.store_ref, members, shard_files.CHUNK_BYTES)
                 for k in range(layout.shards)
             ]
+            written = pool.each(write_shard, shard_jobs)  # submitted now: the workers write while
+            stats = merge_stats((r.stats for r in runs), {n: s.shape for n, s in schema.items()})  # this runs
             with tqdm(total=layout.shards, unit="shard", desc=f"write {slice_.id}", disable=not progress,
                       leave=False) as bar:
                 shards = []
-                for written in pool.each(write_shard, shard_jobs):
-                    shards.append(written)
+                for shard in written:
+                    shards.append(shard)
                     bar.update(1)
     finally:
         _remove_runs(scratch, runs)
@@ -132,10 +135,9 @@ def _render_pack(slice_: Slice, spec: PackSpec, executor: Executor | None, worke
         "spec": spec.to_manifest(),
         "schema": {n: s.to_manifest() for n, s in schema.items()},
         "members": list(members),
-        **shard_fields(store, [s.shard for s in shards], shard_files.CHUNK_BYTES),
+        **shard_fields(store, shards, shard_files.CHUNK_BYTES),
         "samples": total,
-        "stats": {k: v.to_manifest() for k, v in
-                  merge_stats((s.stats for s in shards), {n: s.shape for n, s in schema.items()}).items()},
+        "stats": {k: v.to_manifest() for k, v in stats.items()},
         "instants": sum(p.instants for p in plans),
         "dropped": _dropped(plans),
         "segments": [
@@ -164,33 +166,33 @@ def shard_fields(store: CachedStore, shards: list[ShardFile], chunk_bytes: int) 
     }
 
 
-def _pieces(plans: list[SegmentPlan], samples_per_task: int) -> list[Piece]:
-    """Every task of the slice, numbered in rendering order."""
-    out, first = [], 0
+def _run_samples(layout: ShardLayout) -> int:
+    # A run is held in its worker's memory while rendered: at most a shard's worth; and a
+    # slice makes at least RUNS of them, so that the workers have work to share. A pure
+    # function of the plan: the statistics are merged run by run.
+    return max(1, min(layout.per_shard, -(-layout.samples // RUNS)))
+
+
+def _runs(plans: list[SegmentPlan], samples_per_task: int, per_run: int) -> Iterator[tuple[Piece, ...]]:
+    """The slice's samples in rendering order, cut into runs of ``per_run`` (the last fewer),
+    each run a tuple of tasks of at most ``samples_per_task`` samples of one segment."""
+    run: list[Piece] = []
+    first = filled = 0
     for plan in plans:
+        span = (int(plan.times[0]), plan.end_ns) if len(plan.times) else (0, plan.end_ns)
         for task in tasks_of(plan, samples_per_task):
-            out.append(Piece(plan.segment_id, (int(plan.times[0]), plan.end_ns), task, first))
-            first += len(task.times)
-    return out
-
-
-def _run_samples(layout: ShardLayout, workers: int) -> int:
-    # a run is held in its worker's memory while rendered: at most a shard's worth; and at
-    # least four runs per worker, so that the workers finish together
-    return max(1, min(layout.per_shard, -(-layout.samples // (4 * workers))))
-
-
-def _grouped(pieces: list[Piece], samples: int) -> Iterator[tuple[Piece, ...]]:
-    group: list[Piece] = []
-    n = 0
-    for piece in pieces:
-        group.append(piece)
-        n += len(piece.task.times)
-        if n >= samples:
-            yield tuple(group)
-            group, n = [], 0
-    if group:
-        yield tuple(group)
+            while len(task.times):
+                take = min(len(task.times), per_run - filled)
+                run.append(Piece(plan.segment_id, span, Task(task.position, task.version, task.start,
+                                                              task.times[:take], task.grid_index[:take]), first))
+                task = Task(task.position, task.version, task.start + take, task.times[take:], task.grid_index[take:])
+                first += take
+                filled += take
+                if filled == per_run:
+                    yield tuple(run)
+                    run, filled = [], 0
+    if run:
+        yield tuple(run)
 
 
 def _remove_runs(scratch: Scratch, runs: list[RunResult]) -> None:
@@ -219,11 +221,14 @@ class _Executor:
         return self
 
     def each(self, fn: Callable[[J], R], jobs: list[J]) -> Iterator[R]:
+        """The results of ``fn`` on each job, in job order; on a pool, every job is submitted
+        before this returns."""
         if self.pool is None:
-            for job in jobs:
-                yield fn(job)
-            return
-        futures: list[Future[R]] = [self.pool.submit(fn, job) for job in jobs]
+            return (fn(job) for job in jobs)
+        return self._results([self.pool.submit(fn, job) for job in jobs])
+
+    @staticmethod
+    def _results(futures: list[Future[R]]) -> Iterator[R]:
         try:
             for f in futures:
                 yield f.result()

@@ -17,6 +17,7 @@ A sample is the members of one key::
 from __future__ import annotations
 
 from collections import OrderedDict
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -25,6 +26,7 @@ from rayform.pack.layout import LOWDIM, StreamSchema, history_member
 from rayform.pack.spec import PackSpec
 from rayform.packer import align
 from rayform.packer.plan import Task
+from rayform.packer.shards import Buffer
 from rayform.recordings.segments import Segment, Segments
 from rayform.store.cached import StoreRef
 
@@ -49,13 +51,19 @@ def sample_key(segment_id: str, version: str, grid_index: int) -> str:
 _SEGMENTS: OrderedDict[tuple[str, str], Segment] = OrderedDict()
 
 
-def _segment(store_ref: StoreRef, version: str, segment_id: str) -> Segment:
+def open_segment(store_ref: StoreRef, version: str, segment_id: str) -> Segment:
     key = (store_ref.url, version)
     if key not in _SEGMENTS:
         _SEGMENTS[key] = Segments(store_ref.open()).get(segment_id, version)
-        while len(_SEGMENTS) > 4:
+        while len(_SEGMENTS) > 2:  # each keeps up to segments.BLOBS_KEPT_BYTES
             _SEGMENTS.popitem(last=False)
     return _SEGMENTS[key]
+
+
+@dataclass(frozen=True)
+class Rendered:
+    samples: list[tuple[str, dict[str, Buffer]]]  # (key, {member: bytes}), in time order
+    arrays: dict[str, tuple[np.ndarray, np.ndarray]]  # per array stream: future values and pad mask
 
 
 def render_task(
@@ -66,17 +74,18 @@ def render_task(
     schema: dict[str, StreamSchema],
     span: tuple[int, int],
     task: Task,
-) -> list[tuple[str, dict[str, bytes]]]:
-    """The samples of one task, in time order, as ``(key, {member: bytes})``; ``span``: the
-    segment's first sample's instant (history stops there) and where future windows stop."""
-    seg = _segment(store_ref, task.version, segment_id)
+) -> Rendered:
+    """The samples of one task, and the arrays their records hold (for the statistics);
+    ``span``: the segment's first sample's instant (history stops there) and where future
+    windows stop."""
+    seg = open_segment(store_ref, task.version, segment_id)
     start_ns, end_ns = span
     t = task.times
     # history: the instants t − j/fps, j = 1 … max_history, held at the segment's first sample
     back = t[:, None] - np.round(np.arange(1, spec.max_history + 1) * (align.NS / spec.fps)).astype(np.int64)
     history_pad = back < start_ns
     back = np.maximum(back, start_ns)
-    images: dict[str, list[bytes]] = {}
+    images: dict[str, list[Buffer]] = {}
     arrays: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     past: dict[str, np.ndarray] = {}
     for name, s in schema.items():
@@ -93,7 +102,7 @@ def render_task(
             if spec.max_history:
                 flat = align.interpolate(ts, values, back.reshape(-1), s.kind)
                 past[name] = flat.reshape(len(t), spec.max_history, *values.shape[1:])
-    out = []
+    out: list[tuple[str, dict[str, Buffer]]] = []
     for j in range(len(t)):
         lowdim = {
             "t_ns": int(t[j]),
@@ -115,14 +124,21 @@ def render_task(
         members = {member: frames[j] for member, frames in images.items()}
         members[LOWDIM] = records.dumps(lowdim)
         out.append((sample_key(seg.id, seg.version, int(task.grid_index[j])), members))
-    return out
+    return Rendered(out, arrays)
 
 
-def _image_member(seg: Segment, name: str, index: int, s: StreamSchema, spec: PackSpec) -> bytes:
-    info = seg.streams[name]
-    target = {"jpg": "jpeg", "png": "png", "npy": "npy"}[s.format]
-    if info.encoding == target and spec.resize is None:
-        return seg.frame_bytes(name, index)  # as recorded: not one pixel re-encoded
+def as_recorded(seg: Segment, name: str, s: StreamSchema, spec: PackSpec) -> bool:
+    """Whether the pack keeps this segment's frames of stream ``name`` as recorded."""
+    return seg.streams[name].encoding == _ENCODING[s.format] and spec.resize is None
+
+
+_ENCODING = {"jpg": "jpeg", "png": "png", "npy": "npy"}
+
+
+def _image_member(seg: Segment, name: str, index: int, s: StreamSchema, spec: PackSpec) -> Buffer:
+    if as_recorded(seg, name, s, spec):
+        return seg.frame_view(name, index)  # not one pixel re-encoded, not one byte copied
+    target = _ENCODING[s.format]
     image = seg.frame_array(name, index)
     if spec.resize is not None and tuple(image.shape[:2]) != spec.resize:
         image = imagecodec.resize(image, spec.resize)

@@ -6,24 +6,31 @@ samples lies in the pack and which shard holds that place (``sharding.ShardLayou
 function of the plan), so it writes its samples to scratch already sorted into one section per
 shard, and returns only where those sections are: no sample byte goes back to the driver.
 
-A section is one msgpack list of ``[position, key, [member bytes, in sorted member order]]``,
-in position order.
+It measures its samples' share of the pack's statistics from the arrays it rendered, too.
+
+A section: an 8-byte little-endian length, then that many bytes of msgpack header
+``{"positions": [...], "keys": [...], "sizes": npy (samples, members) int64}``, then every
+sample's members (in sorted member order) back to back, in position order.
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
 
 from rayform.codec import records
+from rayform.errors import Malformed
 from rayform.pack.layout import StreamSchema
 from rayform.pack.spec import PackSpec
+from rayform.packer.measure import RunStats, StatsPart
 from rayform.packer.plan import Task
 from rayform.packer.render import render_task
 from rayform.packer.scratch import Scratch, Section
 from rayform.packer.sharding import ShardLayout
+from rayform.packer.shards import Buffer
 from rayform.store.cached import StoreRef
 
 
@@ -47,38 +54,82 @@ class RunJob:
     layout: ShardLayout
     scratch: Scratch
     pieces: tuple[Piece, ...]
+    quantile_stride: int
 
 
 @dataclass(frozen=True)
 class RunResult:
     samples: int
     sections: dict[int, Section]  # shard -> its part of this run
+    stats: StatsPart
 
 
 def render_run(job: RunJob) -> RunResult:
     keys: list[str] = []
-    parts: list[list[bytes]] = []
+    parts: list[list[Buffer]] = []
     positions = []
+    stats = RunStats(job.schema, job.quantile_stride)
     for piece in job.pieces:
         rendered = render_task(job.store_ref, piece.segment_id, job.slice_id, job.spec, job.schema, piece.span,
                                piece.task)
-        positions.append(job.layout.positions(piece.first, piece.first + len(rendered)))
-        for key, members in rendered:
+        where = job.layout.positions(piece.first, piece.first + len(rendered.samples))
+        positions.append(where)
+        stats.add(rendered.arrays, where)
+        for key, members in rendered.samples:
             keys.append(key)
             parts.append([members[m] for m in job.members])
     where = np.concatenate(positions) if positions else np.zeros(0, np.int64)
     order = np.argsort(where, kind="stable")
     shard_of = where[order] // job.layout.per_shard
-    cuts = np.flatnonzero(np.diff(shard_of)) + 1
-    sections: list[bytes] = []
+    sections: list[list[Buffer]] = []
     shards: list[int] = []
     counts: list[int] = []
-    for group in np.split(order, cuts) if len(order) else []:
+    for group in np.split(order, np.flatnonzero(np.diff(shard_of)) + 1) if len(order) else []:
         shards.append(int(where[group[0]] // job.layout.per_shard))
         counts.append(len(group))
-        sections.append(records.dumps([[int(where[i]), keys[i], parts[i]] for i in group.tolist()]))
+        sections.append(_section(where[group], [keys[i] for i in group.tolist()], [parts[i] for i in group.tolist()]))
     run, offsets = job.scratch.write(sections)
     return RunResult(len(keys), {
-        shard: Section(run, offset, len(data), n, hashlib.sha256(data).hexdigest() if job.scratch.verifies else "")
-        for shard, offset, data, n in zip(shards, offsets, sections, counts)
-    })
+        shard: Section(run, offset, sum(map(len, buffers)), n, _sha256(buffers) if job.scratch.verifies else "")
+        for shard, offset, buffers, n in zip(shards, offsets, sections, counts)
+    }, stats.part())
+
+
+def _section(positions: np.ndarray, keys: list[str], parts: list[list[Buffer]]) -> list[Buffer]:
+    """A section as the buffers to write one after another (its members are not copied here)."""
+    sizes = np.array([[len(p) for p in members] for members in parts], np.int64)
+    header = records.dumps({"positions": positions.tolist(), "keys": keys, "sizes": records.to_npy(sizes)})
+    return [len(header).to_bytes(8, "little"), header, *(p for members in parts for p in members)]
+
+
+def _sha256(buffers: list[Buffer]) -> str:
+    h = hashlib.sha256()
+    for b in buffers:
+        h.update(b)
+    return h.hexdigest()
+
+
+def read_section(data: Buffer, section: Section, members: int) -> Iterator[tuple[int, str, list[memoryview]]]:
+    """The samples of a section as ``(position, key, members)``, the members views of ``data``."""
+    what = f"pack run {section.run[:16]} section at {section.offset}"
+    if len(data) < 8:
+        raise Malformed(f"{what}: shorter than its header")
+    end = 8 + int.from_bytes(data[:8], "little")
+    header = records.loads(memoryview(data)[8:end], what) if end <= len(data) else None
+    if not isinstance(header, dict):
+        raise Malformed(f"{what}: no header")
+    positions, keys = header.get("positions"), header.get("keys")
+    sizes = records.from_npy(header.get("sizes", b""), what) if isinstance(header.get("sizes"), bytes) else None
+    if (not isinstance(positions, list) or not isinstance(keys, list) or sizes is None
+            or not len(positions) == len(keys) == section.samples or sizes.shape != (section.samples, members)
+            or sizes.dtype != np.int64 or (sizes < 0).any() or end + int(sizes.sum()) != len(data)
+            or not all(isinstance(p, int) for p in positions) or not all(isinstance(k, str) for k in keys)):
+        raise Malformed(f"{what}: not the {section.samples} samples written there")
+    view = memoryview(data)
+    at = end
+    for position, key, row in zip(positions, keys, sizes.tolist()):
+        out = []
+        for n in row:
+            out.append(view[at:at + n])
+            at += n
+        yield position, key, out

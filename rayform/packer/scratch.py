@@ -15,6 +15,7 @@ and each section is read once, by the task that writes that shard. Two places, o
 from __future__ import annotations
 
 import hashlib
+import mmap
 import os
 import tempfile
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from typing import Protocol
 
 from rayform import names
 from rayform.errors import IntegrityError, Malformed
+from rayform.packer.shards import Buffer
 from rayform.store.cached import StoreRef
 from rayform.store.files import scratch_dir
 
@@ -44,10 +46,11 @@ class Scratch(Protocol):
     def verifies(self) -> bool:
         """Whether sections are hashed when written and checked when read."""
 
-    def write(self, parts: list[bytes]) -> tuple[str, list[int]]:
-        """Store a run made of ``parts``; its name and each part's offset in it."""
+    def write(self, sections: list[list[Buffer]]) -> tuple[str, list[int]]:
+        """Store a run made of ``sections`` (each the buffers to write in turn); its name and
+        each section's offset in it."""
 
-    def read(self, section: Section) -> bytes:
+    def read(self, section: Section) -> Buffer:
         """A section's bytes, checked where they came from a shared place."""
 
     def remove(self, run: str) -> None: ...
@@ -59,11 +62,11 @@ def _nonce() -> bytes:
     return os.urandom(16)
 
 
-def _offsets(parts: list[bytes], start: int) -> list[int]:
+def _offsets(sections: list[list[Buffer]], start: int) -> list[int]:
     out, at = [], start
-    for p in parts:
+    for buffers in sections:
         out.append(at)
-        at += len(p)
+        at += sum(map(len, buffers))
     return out
 
 
@@ -76,19 +79,24 @@ class LocalScratch:
     def create(cls) -> LocalScratch:
         return cls(scratch_dir(SCRATCH))
 
-    def write(self, parts: list[bytes]) -> tuple[str, list[int]]:
+    def write(self, sections: list[list[Buffer]]) -> tuple[str, list[int]]:
         fd, path = tempfile.mkstemp(dir=self.directory, prefix="run-", suffix=".bin")
         with os.fdopen(fd, "wb") as f:
-            f.writelines(parts)
-        return os.path.basename(path), _offsets(parts, 0)
+            for buffers in sections:
+                f.writelines(buffers)
+        return os.path.basename(path), _offsets(sections, 0)
 
-    def read(self, section: Section) -> bytes:
+    def read(self, section: Section) -> Buffer:
+        # mapped, not read: the shard writer writes the members straight from the page cache
         with open(self._path(section.run), "rb") as f:
-            data = os.pread(f.fileno(), section.size, section.offset)
-        if len(data) != section.size:
-            raise Malformed(f"pack scratch {section.run}: {len(data)} bytes at {section.offset}, "
-                            f"{section.size} written there")
-        return data
+            size = os.fstat(f.fileno()).st_size
+            if section.offset + section.size > size:
+                raise Malformed(f"pack scratch {section.run}: {size} bytes, a section written at "
+                                f"{section.offset}–{section.offset + section.size}")
+            start = section.offset - section.offset % mmap.ALLOCATIONGRANULARITY
+            mapped = mmap.mmap(f.fileno(), section.offset + section.size - start, access=mmap.ACCESS_READ,
+                               offset=start)
+        return memoryview(mapped)[section.offset - start:]
 
     def remove(self, run: str) -> None:
         try:
@@ -107,7 +115,7 @@ class StoreScratch:
     store_ref: StoreRef
     verifies = True
 
-    def write(self, parts: list[bytes]) -> tuple[str, list[int]]:
+    def write(self, sections: list[list[Buffer]]) -> tuple[str, list[int]]:
         nonce = _nonce()
         digest = hashlib.sha256(nonce)
         local = scratch_dir(SCRATCH)
@@ -115,9 +123,10 @@ class StoreScratch:
         try:
             with open(path, "wb") as f:
                 f.write(nonce)
-                for p in parts:
-                    digest.update(p)
-                    f.write(p)
+                for buffers in sections:
+                    for b in buffers:
+                        digest.update(b)
+                        f.write(b)
             name = self.store_ref.open().put_blob_file(path, digest.hexdigest())
         finally:
             try:
@@ -125,7 +134,7 @@ class StoreScratch:
             except FileNotFoundError:
                 pass
             os.rmdir(local)
-        return name, _offsets(parts, len(nonce))
+        return name, _offsets(sections, len(nonce))
 
     def read(self, section: Section) -> bytes:
         store = self.store_ref.open()

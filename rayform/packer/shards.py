@@ -16,8 +16,9 @@ from __future__ import annotations
 import builtins
 import hashlib
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from typing import TypeAlias
 
 import numpy as np
 
@@ -29,6 +30,8 @@ CHUNK_BYTES = 1 << 20  # a streamed shard is verified chunk by chunk, each of th
 
 
 RECORD = 20 * BLOCK  # tarfile pads the end of an archive to a whole record
+_ZEROS = memoryview(bytes(BLOCK))
+Buffer: TypeAlias = "bytes | memoryview"  # a member's bytes, or a view of them where they already lie
 
 
 def padded(size: int) -> int:
@@ -70,19 +73,30 @@ class _HashingFile:
         self._chunk_fill = 0
         self._chunks: list[bytes] = []
 
-    def write(self, data: bytes) -> int:
-        self.sha256.update(data)
-        self.size += len(data)
-        view = memoryview(data)
-        while view:
-            take = min(len(view), self.chunk_bytes - self._chunk_fill)
-            self._chunk.update(view[:take])
-            self._chunk_fill += take
-            view = view[take:]
-            if self._chunk_fill == self.chunk_bytes:
-                self._chunks.append(self._chunk.digest())
-                self._chunk, self._chunk_fill = hashlib.sha256(), 0
-        return self._f.write(data)
+    def write(self, data: bytes | memoryview) -> int:
+        self.write_all([data])
+        return len(data)
+
+    def write_all(self, buffers: list[bytes | memoryview]) -> None:
+        """``buffers`` one after another (one call a sample: this is packing's inner loop)."""
+        for data in buffers:
+            n = len(data)
+            self.sha256.update(data)
+            self.size += n
+            if self._chunk_fill + n < self.chunk_bytes:  # within the chunk: the common case
+                self._chunk.update(data)
+                self._chunk_fill += n
+                continue
+            view = memoryview(data)
+            while view:
+                take = min(len(view), self.chunk_bytes - self._chunk_fill)
+                self._chunk.update(view[:take])
+                self._chunk_fill += take
+                view = view[take:]
+                if self._chunk_fill == self.chunk_bytes:
+                    self._chunks.append(self._chunk.digest())
+                    self._chunk, self._chunk_fill = hashlib.sha256(), 0
+        self._f.writelines(buffers)
 
     def chunk_digests(self) -> bytes:
         """The sha256 of every ``chunk_bytes`` of what was written (the last chunk shorter), joined."""
@@ -120,7 +134,7 @@ class ShardWriter:
         self._file: _HashingFile | None = None  # the open shard
         self._rows: list[list[int]] = []
 
-    def add(self, key: str, sample: dict[str, bytes]) -> Iterator[ShardFile]:
+    def add(self, key: str, sample: Mapping[str, bytes | memoryview]) -> Iterator[ShardFile]:
         if sorted(sample) != self.members:
             raise InvalidInput(f"sample {key}: members {sorted(sample)} differ from {self.members}")
         if self._file is None:
@@ -128,16 +142,21 @@ class ShardWriter:
         f = self._file
         assert f is not None
         row = [f.size, 0]
+        at = f.size
+        buffers: list[bytes | memoryview] = []
         for m in self.members:
             name = f"{key}.{m}"
             if len(name) > NAME_MAX or not name.isascii():
                 raise InvalidInput(f"tar member {name!r}: longer than {NAME_MAX} characters or not ASCII; "
                                    "shorten the stream name")
             data = sample[m]
-            f.write(member_header(name, len(data)))
-            row += [f.size, len(data)]
-            f.write(data)
-            f.write(bytes(padded(len(data)) - len(data)))
+            n = len(data)
+            buffers += (member_header(name, n), data)
+            row += [at + BLOCK, n]
+            at += BLOCK + padded(n)
+            if padded(n) > n:
+                buffers.append(_ZEROS[:padded(n) - n])
+        f.write_all(buffers)
         row[1] = f.size
         self._rows.append(row)
         if row[1] >= self.target_bytes:

@@ -41,6 +41,10 @@ from rayform.untrusted import array_list, mapping, string
 
 SEGMENT_FORMAT = "rayform.segment/1"
 IMAGE_CHUNK_BYTES = 16 << 20  # frames are stored in blobs of about this size
+# What a segment keeps of its blobs once read: every stream's timestamps, values and frame
+# sizes and a few frame chunks of each camera, so that rendering a run of its samples reads
+# (and hashes) each blob once
+BLOBS_KEPT_BYTES = 128 << 20
 
 T = TypeVar("T")
 
@@ -78,7 +82,8 @@ class Segment:
         self.streams: dict[str, StreamInfo] = {
             n: StreamInfo.from_manifest(n, s, what) for n, s in mapping(manifest.get("streams"), what).items()
         }
-        self._blobs: OrderedDict[str, Any] = OrderedDict()
+        self._blobs: OrderedDict[str, tuple[Any, int]] = OrderedDict()
+        self._kept_bytes = 0
 
     def __repr__(self) -> str:
         return f"Segment({self.id}@{self.version[:8]}, site={self.site!r}, name={self.name!r})"
@@ -126,6 +131,11 @@ class Segment:
 
     def frame_bytes(self, name: str, index: int) -> bytes:
         """Frame ``index`` of an encoded image stream, as recorded."""
+        return bytes(self.frame_view(name, index))
+
+    def frame_view(self, name: str, index: int) -> memoryview:
+        """Frame ``index`` of an encoded image stream, as recorded: a view of the blob it is in
+        (no copy; it keeps that blob's bytes alive)."""
         info = self.stream(name)
         if info.sizes is None:
             raise InvalidInput(f"{self.id}: stream {name!r} holds raw frames, not encoded bytes")
@@ -138,7 +148,15 @@ class Segment:
         start, end = int(offsets[index] - base), int(offsets[index + 1] - base)
         if not 0 <= start <= end <= len(raw):
             raise Malformed(f"{self.id}: stream {name} frame {index} lies at bytes {start}-{end} of a {len(raw)}-byte blob")
-        return raw[start:end]
+        return memoryview(raw)[start:end]
+
+    def frame_sizes(self, name: str) -> np.ndarray:
+        """The byte size of every frame of an encoded image stream, as recorded."""
+        info = self.stream(name)
+        if info.sizes is None:
+            raise InvalidInput(f"{self.id}: stream {name!r} holds raw frames, not encoded bytes")
+        offsets = self._cached("offsets:" + info.sizes, _offsets_of, info.sizes)
+        return np.diff(offsets)
 
     def frame_array(self, name: str, index: int) -> np.ndarray:
         """Frame ``index`` decoded (or as stored, for raw streams), ``(H, W[, C])``."""
@@ -171,12 +189,14 @@ class Segment:
     def _cached(self, key: str, parse: Callable[[bytes], T], digest: str | None = None) -> T:
         if key in self._blobs:
             self._blobs.move_to_end(key)
-            cached: T = self._blobs[key]
+            cached: T = self._blobs[key][0]
             return cached
-        value = parse(self.store.get_blob(digest or key))
-        self._blobs[key] = value
-        while len(self._blobs) > 8:
-            self._blobs.popitem(last=False)
+        data = self.store.get_blob(digest or key)
+        value = parse(data)
+        self._blobs[key] = (value, len(data))
+        self._kept_bytes += len(data)
+        while self._kept_bytes > BLOBS_KEPT_BYTES and len(self._blobs) > 1:
+            self._kept_bytes -= self._blobs.popitem(last=False)[1][1]
         return value
 
     @staticmethod

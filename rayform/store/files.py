@@ -90,6 +90,29 @@ def verify_once(path: Path, digest: str, ctime: bool = True) -> bool:
     return True
 
 
+REMEMBERED_BYTES = 1 << 20  # a blob smaller than this is hashed on every read
+
+
+def read_known_good(path: Path, digest: str) -> bytes | None:
+    """The bytes of ``path`` if they hash to ``digest``, hashed once per file version (as
+    :func:`verify_once`); None if they do not, or the file changed while read, or is absent."""
+    try:
+        stamp = stamp_of(path)
+        data = path.read_bytes()
+        if stamp_of(path) != stamp:
+            return None
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+        return None
+    small = len(data) < REMEMBERED_BYTES  # hashed faster than a marker file is read
+    if not small and known_good(path, digest, stamp):
+        return data
+    if sha256_hex(data) != digest:
+        return None
+    if not small:
+        mark_good(path, digest, stamp)
+    return data
+
+
 def known_good(path: Path, digest: str, stamp: tuple[int, ...]) -> bool:
     """Whether this version (``stamp``) of ``path`` was hashed good, here or by another process."""
     key = str(path)
