@@ -34,14 +34,41 @@ def build(store: str, samples: int) -> rayform.Slice:
     episodes = int(np.ceil(samples / (SECONDS * FPS)))
     print(f"building {name}: {episodes} episodes ...", file=sys.stderr, flush=True)
     t = time.perf_counter()
-    refs = ingest_demo(client, "scale", DemoConfig(episodes=episodes, seconds=SECONDS + 0.2, seed=5, image_size=16,
-                                                   camera_hz=15.0, frame_drop=0.0), progress=True)
+    if samples <= 1_000_200:  # the demo's rendered scenes (4 min for a million samples)
+        refs = ingest_demo(client, "scale", DemoConfig(episodes=episodes, seconds=SECONDS + 0.2, seed=5,
+                                                       image_size=16, camera_hz=15.0, frame_drop=0.0), progress=True)
+    else:  # beyond, frames drawn from a pool of encoded ones: ingest costs what the store costs
+        refs = ingest_cycled(client, episodes)
     s = client.slices.create(refs, name=name)
     print(f"  ingested in {time.perf_counter() - t:.0f} s", file=sys.stderr, flush=True)
     t = time.perf_counter()
     p = client.pack(s, FPS, progress=True)
     print(f"  packed {p.samples} samples in {time.perf_counter() - t:.0f} s", file=sys.stderr, flush=True)
     return s
+
+
+def ingest_cycled(client: rayform.Client, episodes: int) -> list:
+    """Episodes of the demo's streams (two 16×16 JPEG cameras, 15 joints) whose frames cycle
+    through 64 pre-encoded ones, and whose joints random-walk."""
+    from tqdm import tqdm
+
+    from rayform import ArrayStream, ImageStream
+    from rayform.codec import imagecodec
+
+    rng = np.random.default_rng(5)
+    pool = [imagecodec.encode_jpeg(rng.integers(0, 255, (16, 16, 3), np.uint8), 90) for _ in range(64)]
+    n = int((SECONDS + 0.2) * FPS)
+    ts = np.arange(n, dtype=np.int64) * (1_000_000_000 // FPS)
+    refs = []
+    for e in tqdm(range(episodes), desc="episodes"):
+        start = int(rng.integers(0, 64))
+        frames = [pool[(start + i) % 64] for i in range(n)]
+        joints = np.cumsum(rng.normal(0, 0.01, (n, 15)), axis=0).astype(np.float32)
+        refs.append(client.segments.add("scale", f"episode-{e:06d}", [
+            ImageStream("cam0/rgb", ts, frames), ImageStream("wrist/rgb", ts + 1000, frames[::-1]),
+            ArrayStream("joints/position", ts, joints),
+        ], {"task": "cycle"}))
+    return refs
 
 
 def worker_peak_mib() -> float:
