@@ -31,7 +31,6 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from rayform import config
-from rayform.codec import records
 from rayform.errors import InvalidInput, NotFound
 from rayform.pack.layout import StreamSchema, members_of
 from rayform.pack.manifest import Pack
@@ -51,7 +50,7 @@ from rayform.packer.shards import ShardFile
 from rayform.recordings.segments import Segment
 from rayform.recordings.slices import Slice
 from rayform.store.cached import CachedStore
-from rayform.store.files import exit_with, sweep_scratch
+from rayform.store.files import exit_with, scratch_dir, sweep_scratch
 
 log = logging.getLogger("rayform.pack")
 RUNS = 32  # a slice is rendered in at least this many runs
@@ -158,12 +157,28 @@ def _render_pack(slice_: Slice, spec: PackSpec, executor: Executor | None, worke
 def shard_fields(store: CachedStore, shards: list[ShardFile], chunk_bytes: int) -> dict[str, Any]:
     """What a pack manifest says of its stored shards, in order: the shard list, the offset
     index blob and the chunk digests blob."""
-    rows = [np.column_stack([np.full(s.samples, i, np.int64), s.index]) for i, s in enumerate(shards)]
     return {
         "shards": [{"sha256": s.sha256, "bytes": s.bytes, "samples": s.samples} for s in shards],
-        "index": store.put_blob(records.to_npy(np.concatenate(rows))),
+        "index": _index_blob(store, shards),
         "chunks": {"bytes": chunk_bytes, "digests": store.put_blob(b"".join(s.chunks for s in shards))},
     }
+
+
+def _index_blob(store: CachedStore, shards: list[ShardFile]) -> str:
+    """The offset index (``(samples, 1 + columns)`` int64 npy: shard, then the shard's row),
+    written shard by shard to a file (720 MB for ten million samples: not built in memory)."""
+    columns = 1 + (shards[0].index.shape[1] if shards else 0)
+    directory = scratch_dir(SCRATCH)
+    path = os.path.join(directory, "index.npy")
+    try:
+        with open(path, "wb") as f:
+            np.lib.format.write_array_header_1_0(f, {"descr": np.dtype(np.int64).str, "fortran_order": False,
+                                                     "shape": (sum(s.samples for s in shards), columns)})
+            for i, s in enumerate(shards):
+                f.write(np.column_stack([np.full(s.samples, i, np.int64), s.index]).astype(np.int64).tobytes())
+        return store.put_blob_file(path, move=True)
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 def _run_samples(layout: ShardLayout) -> int:
