@@ -21,51 +21,55 @@ import numpy as np
 
 import rayform
 from rayform.converters.demo import DemoConfig, ingest_demo
+from rayform.pack.packs import Packs
 
 SECONDS, FPS = 20.0, 15
 
 
-def build(store: str, samples: int) -> rayform.Slice:
+def build(store: str, samples: int, kind: str = "demo") -> rayform.Slice:
     client = rayform.Client(store)
-    name = f"scale-{samples}"
+    name = f"scale-{samples}" if kind == "demo" else f"scale-{kind}-{samples}"
     for s in client.slices.list():
         if s.name == name:
             return s
     episodes = int(np.ceil(samples / (SECONDS * FPS)))
     print(f"building {name}: {episodes} episodes ...", file=sys.stderr, flush=True)
     t = time.perf_counter()
-    if samples <= 1_000_200:  # the demo's rendered scenes (4 min for a million samples)
+    if kind == "demo":  # the demo's rendered scenes (4 min for a million samples)
         refs = ingest_demo(client, "scale", DemoConfig(episodes=episodes, seconds=SECONDS + 0.2, seed=5,
                                                        image_size=16, camera_hz=15.0, frame_drop=0.0), progress=True)
-    else:  # beyond, frames drawn from a pool of encoded ones: ingest costs what the store costs
-        refs = ingest_cycled(client, episodes)
+    else:
+        refs = ingest_cycled(client, episodes, name)
     s = client.slices.create(refs, name=name)
     print(f"  ingested in {time.perf_counter() - t:.0f} s", file=sys.stderr, flush=True)
     t = time.perf_counter()
-    p = client.pack(s, FPS, progress=True)
+    p = client.pack(s, FPS, progress=True, **({} if kind == "demo" else {"max_horizon": 2}))
     print(f"  packed {p.samples} samples in {time.perf_counter() - t:.0f} s", file=sys.stderr, flush=True)
     return s
 
 
-def ingest_cycled(client: rayform.Client, episodes: int) -> list:
-    """Episodes of the demo's streams (two 16×16 JPEG cameras, 15 joints) whose frames cycle
-    through 64 pre-encoded ones, and whose joints random-walk."""
+def ingest_cycled(client: rayform.Client, episodes: int, name: str) -> list:
+    """Episodes of one 8×8 JPEG camera whose frames cycle through 64 pre-encoded gradients, and
+    two random-walking joints: a sample packs into 2 KiB (two tar members), so that ten million
+    of them, their scratch while packing and their segments fit on one disk."""
     from tqdm import tqdm
 
     from rayform import ArrayStream, ImageStream
     from rayform.codec import imagecodec
 
     rng = np.random.default_rng(5)
-    pool = [imagecodec.encode_jpeg(rng.integers(0, 255, (16, 16, 3), np.uint8), 90) for _ in range(64)]
+    ramp = np.linspace(0, 255, 8)
+    pool = [imagecodec.encode_jpeg(np.stack(np.broadcast_arrays(ramp[:, None] * (k / 64), ramp[None, :],
+                                                                np.full((8, 8), 4.0 * k)), -1).astype(np.uint8), 90)
+            for k in range(64)]
     n = int((SECONDS + 0.2) * FPS)
     ts = np.arange(n, dtype=np.int64) * (1_000_000_000 // FPS)
     refs = []
     for e in tqdm(range(episodes), desc="episodes"):
         start = int(rng.integers(0, 64))
-        frames = [pool[(start + i) % 64] for i in range(n)]
-        joints = np.cumsum(rng.normal(0, 0.01, (n, 15)), axis=0).astype(np.float32)
-        refs.append(client.segments.add("scale", f"episode-{e:06d}", [
-            ImageStream("cam0/rgb", ts, frames), ImageStream("wrist/rgb", ts + 1000, frames[::-1]),
+        joints = np.cumsum(rng.normal(0, 0.01, (n, 2)), axis=0).astype(np.float32)
+        refs.append(client.segments.add("scale", f"{name}-{e:06d}", [
+            ImageStream("cam0/rgb", ts, [pool[(start + i) % 64] for i in range(n)]),
             ArrayStream("joints/position", ts, joints),
         ], {"task": "cycle"}))
     return refs
@@ -89,7 +93,9 @@ def measure(slice_: rayform.Slice, streaming: bool, batches: int) -> tuple[float
     from torch.utils.data import DataLoader
 
     t = time.perf_counter()
-    kw = dict(obs=["cam0/rgb", "wrist/rgb", "joints/position"], action="joints/position_delta", fps=FPS)
+    cameras = [n for n in ("cam0/rgb", "wrist/rgb") if n in slice_.segment(0).streams]
+    kw = dict(obs=[*cameras, "joints/position"], action="joints/position_delta", fps=FPS,
+              horizon=min(16, Packs(slice_.store).find(slice_, FPS).spec.max_horizon))
     if streaming:
         ds = rayform.torch.StreamingEpisodeDataset(slice_, **kw, batch_size=64)
         loader = DataLoader(ds, batch_size=None, num_workers=2, persistent_workers=True)
@@ -118,11 +124,14 @@ def main() -> None:
     ap.add_argument("--small", type=int, default=12_000)
     ap.add_argument("--store", default=str(Path.home() / ".cache" / "rayform-bench" / "scale"))
     ap.add_argument("--batches", type=int, default=150)
+    ap.add_argument("--kind", choices=["demo", "cycled"], default="demo",
+                    help="demo: rendered 16×16 scenes, two cameras; cycled: one 8×8 camera whose frames "
+                         "cycle (for ten million samples: python benchmarks/scale.py --kind cycled --samples 10000200)")
     args = ap.parse_args()
     import torch
 
     torch.set_num_threads(1)
-    small, large = build(args.store, args.small), build(args.store, args.samples)
+    small, large = build(args.store, args.small, args.kind), build(args.store, args.samples, args.kind)
     print(f"\n{'':44} {'samples':>9} {'build':>7} {'1st batch':>10} {'worker RSS':>11}")
     for streaming in (False, True):
         name = "StreamingEpisodeDataset" if streaming else "EpisodeDataset"

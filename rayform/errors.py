@@ -73,3 +73,7 @@ class OfflineError(RayformError, ConnectionError):
 
 class StoreError(RayformError, OSError):
     """The store could not be read or written."""
+
+
+class ScratchError(RayformError, OSError):
+    """Local working space (packing's scratch) could not be written."""

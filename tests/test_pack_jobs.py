@@ -133,3 +133,18 @@ def test_statistics_do_not_depend_on_the_shard_size(demo_client):
         np.testing.assert_array_equal(st.min, other.min)
         np.testing.assert_array_equal(st.percentiles, other.percentiles)
     assert LOWDIM in a.members
+
+
+def test_a_full_scratch_disk_is_one_clear_error(demo_client, monkeypatch, tmp_path):
+    from rayform.errors import ScratchError
+    from rayform.packer.scratch import writing
+
+    with pytest.raises(ScratchError, match=r"pack scratch in /dev: cannot write \(No space left on device\).*TMPDIR"):
+        with writing("/dev"), open("/dev/full", "wb") as f:
+            f.write(b"x" * 100_000)
+    client, s = demo_client
+    (tmp_path / "a-file").write_bytes(b"")
+    monkeypatch.setattr(scratch_module, "SCRATCH", str(tmp_path / "a-file" / "scratch"))
+    with pytest.raises(ScratchError, match="pack scratch in .*a-file"):
+        client.pack(s, 15, workers=1, progress=False, **SPEC)
+    assert not list(client.store.list_refs("refs/packs")), "a pack ref was written"

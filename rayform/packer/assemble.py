@@ -13,7 +13,7 @@ from typing import Any
 
 from rayform.errors import Malformed
 from rayform.packer.runs import read_section
-from rayform.packer.scratch import SCRATCH, Scratch, Section
+from rayform.packer.scratch import SCRATCH, Scratch, Section, writing
 from rayform.packer.shards import ShardFile, ShardWriter
 from rayform.store.cached import StoreRef
 from rayform.store.files import scratch_dir
@@ -48,12 +48,13 @@ def write_shard(job: ShardJob) -> ShardFile:
         raise Malformed(f"shard {job.number}: {missing} of its {end - start} samples are in no rendered run")
     tmp = scratch_dir(SCRATCH)
     try:
-        writer = ShardWriter(tmp, NEVER, list(job.members), job.chunk_bytes)
-        for i, (key, parts) in enumerate(slots):
-            for _ in writer.add(key, dict(zip(job.members, parts))):
-                raise AssertionError("a shard writer rolled over with no target")
-            slots[i] = None
-        (shard,) = writer.finish()
+        with writing(tmp):
+            writer = ShardWriter(tmp, NEVER, list(job.members), job.chunk_bytes)
+            for i, (key, parts) in enumerate(slots):
+                for _ in writer.add(key, dict(zip(job.members, parts))):
+                    raise AssertionError("a shard writer rolled over with no target")
+                slots[i] = None
+            (shard,) = writer.finish()
         job.store_ref.open().put_blob_file(shard.path, shard.sha256, move=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -44,7 +44,7 @@ from rayform.packer.measure import quantile_stride
 from rayform.packer.plan import SegmentPlan, Task, plan_segment, resolve_streams, tasks_of
 from rayform.packer.render import member_format
 from rayform.packer.runs import Piece, RunJob, RunResult, render_run
-from rayform.packer.scratch import SCRATCH, LocalScratch, Scratch, StoreScratch
+from rayform.packer.scratch import SCRATCH, LocalScratch, Scratch, StoreScratch, writing
 from rayform.packer.sharding import ShardLayout
 from rayform.packer.shards import ShardFile
 from rayform.recordings.segments import Segment
@@ -171,7 +171,7 @@ def _index_blob(store: CachedStore, shards: list[ShardFile]) -> str:
     directory = scratch_dir(SCRATCH)
     path = os.path.join(directory, "index.npy")
     try:
-        with open(path, "wb") as f:
+        with writing(directory), open(path, "wb") as f:
             np.lib.format.write_array_header_1_0(f, {"descr": np.dtype(np.int64).str, "fortran_order": False,
                                                      "shape": (sum(s.samples for s in shards), columns)})
             for i, s in enumerate(shards):

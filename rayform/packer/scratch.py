@@ -14,15 +14,17 @@ and each section is read once, by the task that writes that shard. Two places, o
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import mmap
 import os
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Protocol
 
 from rayform import names
-from rayform.errors import IntegrityError, Malformed
+from rayform.errors import IntegrityError, Malformed, RayformError, ScratchError
 from rayform.packer.shards import Buffer
 from rayform.store.cached import StoreRef
 from rayform.store.files import scratch_dir
@@ -56,6 +58,20 @@ class Scratch(Protocol):
     def remove(self, run: str) -> None: ...
 
 
+@contextlib.contextmanager
+def writing(directory: str) -> Iterator[None]:
+    """Inside: a failed write to local scratch (a full disk, say) is one ScratchError naming it."""
+    try:
+        yield
+    except RayformError:
+        raise
+    except OSError as e:
+        raise ScratchError(
+            f"pack scratch in {directory}: cannot write ({e.strerror or e}). Packing needs room for "
+            "about one more copy of the pack there while it runs: free some, or point TMPDIR at a larger disk"
+        ) from None
+
+
 def _nonce() -> bytes:
     # two packs of the same slice render the same runs: a nonce keeps their names apart, so
     # that one pack's clean-up never deletes the other's run
@@ -77,13 +93,15 @@ class LocalScratch:
 
     @classmethod
     def create(cls) -> LocalScratch:
-        return cls(scratch_dir(SCRATCH))
+        with writing(SCRATCH):
+            return cls(scratch_dir(SCRATCH))
 
     def write(self, sections: list[list[Buffer]]) -> tuple[str, list[int]]:
-        fd, path = tempfile.mkstemp(dir=self.directory, prefix="run-", suffix=".bin")
-        with os.fdopen(fd, "wb") as f:
-            for buffers in sections:
-                f.writelines(buffers)
+        with writing(self.directory):
+            fd, path = tempfile.mkstemp(dir=self.directory, prefix="run-", suffix=".bin")
+            with os.fdopen(fd, "wb") as f:
+                for buffers in sections:
+                    f.writelines(buffers)
         return os.path.basename(path), _offsets(sections, 0)
 
     def read(self, section: Section) -> Buffer:
@@ -121,7 +139,7 @@ class StoreScratch:
         local = scratch_dir(SCRATCH)
         path = os.path.join(local, "run.bin")
         try:
-            with open(path, "wb") as f:
+            with writing(local), open(path, "wb") as f:
                 f.write(nonce)
                 for buffers in sections:
                     for b in buffers:
