@@ -6,6 +6,8 @@ batches of 64, shuffled) and ``StreamingEpisodeDataset`` (its own batches of 64,
 the time to build the dataset, to the first batch, and the largest worker's RSS after
 ``--batches`` batches, beside the same figures for a small slice of ``--small`` samples
 (the issue's bar: per-worker RSS within 50 MB of the small slice's, first batch within 2 s).
+Each measurement runs in a process of its own, as a training script opens one dataset (a
+forked worker's RSS counts its parent's heap, and so whatever an earlier measurement left).
 
     python benchmarks/scale.py [--samples 1000200] [--small 12000] [--store DIR] [--batches 150]
 """
@@ -13,6 +15,8 @@ the time to build the dataset, to the first batch, and the largest worker's RSS 
 from __future__ import annotations
 
 import argparse
+import json
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -127,16 +131,23 @@ def main() -> None:
     ap.add_argument("--kind", choices=["demo", "cycled"], default="demo",
                     help="demo: rendered 16×16 scenes, two cameras; cycled: one 8×8 camera whose frames "
                          "cycle (for ten million samples: python benchmarks/scale.py --kind cycled --samples 10000200)")
+    ap.add_argument("--one", nargs=2, metavar=("SLICE", "STREAMING"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     import torch
 
     torch.set_num_threads(1)
+    if args.one:  # one measurement, in a process of its own: as a training script opens one dataset
+        client = rayform.Client(args.store)
+        print(json.dumps(measure(client.slices.get(args.one[0]), args.one[1] == "1", args.batches)))
+        return
     small, large = build(args.store, args.small, args.kind), build(args.store, args.samples, args.kind)
     print(f"\n{'':44} {'samples':>9} {'build':>7} {'1st batch':>10} {'worker RSS':>11}")
     for streaming in (False, True):
         name = "StreamingEpisodeDataset" if streaming else "EpisodeDataset"
         for s in (small, large):
-            built, first, peak, n = measure(s, streaming, args.batches)
+            done = subprocess.run([sys.executable, __file__, "--store", args.store, "--batches", str(args.batches),
+                                   "--one", s.id, str(int(streaming))], capture_output=True, text=True, check=True)
+            built, first, peak, n = json.loads(done.stdout.splitlines()[-1])
             print(f"{name:44} {n:9d} {built:6.2f}s {first:9.2f}s {peak:9.0f} MiB")
 
 

@@ -139,9 +139,9 @@ def test_a_full_scratch_disk_is_one_clear_error(demo_client, monkeypatch, tmp_pa
     from rayform.errors import ScratchError
     from rayform.packer.scratch import writing
 
-    with pytest.raises(ScratchError, match=r"pack scratch in /dev: cannot write \(No space left on device\).*TMPDIR"):
-        with writing("/dev"), open("/dev/full", "wb") as f:
-            f.write(b"x" * 100_000)
+    full = r"pack scratch in /dev: cannot write \(No space left on device\).*TMPDIR"
+    with pytest.raises(ScratchError, match=full), writing("/dev"), open("/dev/full", "wb") as f:
+        f.write(b"x" * 100_000)
     client, s = demo_client
     (tmp_path / "a-file").write_bytes(b"")
     monkeypatch.setattr(scratch_module, "SCRATCH", str(tmp_path / "a-file" / "scratch"))

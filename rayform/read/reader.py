@@ -33,6 +33,7 @@ from __future__ import annotations
 import hashlib
 import mmap
 import os
+import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
@@ -219,7 +220,9 @@ class PackReader:
 
     def release(self, shard: int) -> None:
         """Unpin and unmap a shard (the map closes once no sample still views it)."""
-        self._chunked.pop(shard, None)
+        check = self._chunked.pop(shard, None)
+        if check is not None:
+            check.close()
         held = self._maps.pop(shard, None)
         if held is not None and held[1] is not None:
             held[1].release()
@@ -241,7 +244,7 @@ class PackReader:
         for i, row in zip(ids, rows):
             view = memoryview(self.shard_map(row[0]))
             check = self._chunked.get(row[0])
-            if check is not None and check.read(view, row[1], row[2]):
+            if check is not None and check.read(row[1], row[2]):
                 del self._chunked[row[0]]  # every chunk verified: the whole shard is
             members = {m: view[row[c] : row[c] + row[c + 1]] for m, c in zip(self.members, self._cols)}
             out.append((f"{self.pack.slice_id}#{i}", members))
@@ -273,7 +276,11 @@ class PackReader:
 class ChunkCheck:
     """A mapped shard whose bytes are verified chunk by chunk (against the pack's chunk
     digests) as samples are read from it; once every chunk has been, the file is remembered
-    as verified whole, for every process (``files.mark_good``)."""
+    as verified whole, for every process (``files.mark_good``).
+
+    A chunk is hashed from a read into one reused buffer, not through the map: a sample
+    needs a few KiB of its chunk's MiB, and the rest would stay in the process's resident
+    set until the next page drop (64 MiB a batch of 64 where every sample is in a new chunk)."""
 
     def __init__(self, path: Path, digest: str, stamp: tuple[int, ...], digests: bytes, chunk_bytes: int, size: int,
                  what: str):
@@ -283,23 +290,41 @@ class ChunkCheck:
         self.left = len(self.done)
         if self.left != -(-size // chunk_bytes):
             raise Malformed(f"{what}: {self.left} chunk digests for {size} bytes in chunks of {chunk_bytes}")
+        self._file = open(path, "rb")  # closed with this check (once the shard is whole, or released)
 
-    def read(self, view: memoryview, start: int, end: int) -> bool:
+    def close(self) -> None:
+        self._file.close()
+
+    def read(self, start: int, end: int) -> bool:
         """Verify the chunks holding bytes ``start:end`` (each once); True once all are."""
         cb = self.chunk_bytes
         for k in range(start // cb, max(start, end - 1) // cb + 1):
             if self.done[k]:
                 continue
-            if hashlib.sha256(view[k * cb : min((k + 1) * cb, self.size)]).digest() != self.digests[32 * k : 32 * k + 32]:
+            buffer = _chunk_buffer(cb)
+            n = os.preadv(self._file.fileno(), [buffer[: min(cb, self.size - k * cb)]], k * cb)
+            if hashlib.sha256(buffer[:n]).digest() != self.digests[32 * k : 32 * k + 32]:
                 raise IntegrityError(f"{self.what}: chunk {k} does not match its digest. The stored copy is corrupt; "
                                      "re-create it from its source")
             self.done[k] = 1
             self.left -= 1
         if self.left:
             return False
+        self.close()
         if files.stamp_of(self.path) == self.stamp:  # unchanged while it was read: it is whole and good
             files.mark_good(self.path, self.digest, self.stamp)
         return True
+
+
+_BUFFERS = threading.local()
+
+
+def _chunk_buffer(size: int) -> memoryview:
+    """This thread's one buffer that chunks are read into to be hashed."""
+    buffer: memoryview | None = getattr(_BUFFERS, "buffer", None)
+    if buffer is None or len(buffer) < size:
+        buffer = _BUFFERS.buffer = memoryview(bytearray(size))
+    return buffer
 
 
 def _map_file(fd: int, populate: bool = True) -> mmap.mmap:

@@ -27,7 +27,7 @@ SLICE_FORMAT = "rayform.slice/1"
 ID_HEX = 8
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # slots: a slice may hold tens of thousands
 class SliceSegment:
     """One segment version in a slice, with the time range taken from it (None: all)."""
 

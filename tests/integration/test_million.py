@@ -93,6 +93,8 @@ def test_a_million_samples_open_with_a_small_slice_s_memory(slices, streaming):
     small, large = slices
     small_peak, small_seen = _largest_worker(small, streaming)
     large_peak, large_seen = _largest_worker(large, streaming)
+    print(f"{'streaming' if streaming else 'episode'}: worker RSS {small_peak:.0f} MiB at {SMALL}, "
+          f"{large_peak:.0f} MiB at {LARGE}")
     assert small_seen == large_seen > 0
-    assert 0 < small_peak and large_peak - small_peak < BUDGET_MIB, (
+    assert small_peak > 0 and large_peak - small_peak < BUDGET_MIB, (
         f"worker RSS {large_peak:.0f} MiB at {LARGE} samples against {small_peak:.0f} MiB at {SMALL}")
