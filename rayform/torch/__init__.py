@@ -9,10 +9,7 @@
 from rayform.read.sample import SampleSpec
 from rayform.store.fetch import Retry
 from rayform.torch.episode import EpisodeDataset
-from rayform.torch.forking import freeze_heap_at_fork
 from rayform.torch.streaming import ShuffleConfig, StreamingEpisodeDataset
 from rayform.torch.world import Split, World
-
-freeze_heap_at_fork()
 
 __all__ = ["EpisodeDataset", "Retry", "SampleSpec", "ShuffleConfig", "Split", "StreamingEpisodeDataset", "World"]
