@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -176,7 +177,7 @@ def test_a_flipped_byte_fails_the_read_of_its_chunk_and_no_other(chunked):
     victim = int(np.flatnonzero(rows[:, 0] == 0)[-1])  # the last sample of shard 0
     start, end = int(rows[victim, 1]), int(rows[victim, 2])
     path = c.store.backend.blob_path(pack.shards[0].sha256)
-    data = bytearray(open(path, "rb").read())
+    data = bytearray(Path(path).read_bytes())
     data[end - 600] ^= 0x10
     with open(path, "r+b") as f:
         f.write(data)

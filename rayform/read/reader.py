@@ -220,9 +220,7 @@ class PackReader:
 
     def release(self, shard: int) -> None:
         """Unpin and unmap a shard (the map closes once no sample still views it)."""
-        check = self._chunked.pop(shard, None)
-        if check is not None:
-            check.close()
+        self._chunked.pop(shard, None)
         held = self._maps.pop(shard, None)
         if held is not None and held[1] is not None:
             held[1].release()
@@ -290,10 +288,6 @@ class ChunkCheck:
         self.left = len(self.done)
         if self.left != -(-size // chunk_bytes):
             raise Malformed(f"{what}: {self.left} chunk digests for {size} bytes in chunks of {chunk_bytes}")
-        self._file = open(path, "rb")  # closed with this check (once the shard is whole, or released)
-
-    def close(self) -> None:
-        self._file.close()
 
     def read(self, start: int, end: int) -> bool:
         """Verify the chunks holding bytes ``start:end`` (each once); True once all are."""
@@ -302,7 +296,8 @@ class ChunkCheck:
             if self.done[k]:
                 continue
             buffer = _chunk_buffer(cb)
-            n = os.preadv(self._file.fileno(), [buffer[: min(cb, self.size - k * cb)]], k * cb)
+            with open(self.path, "rb", buffering=0) as f:
+                n = os.preadv(f.fileno(), [buffer[: min(cb, self.size - k * cb)]], k * cb)
             if hashlib.sha256(buffer[:n]).digest() != self.digests[32 * k : 32 * k + 32]:
                 raise IntegrityError(f"{self.what}: chunk {k} does not match its digest. The stored copy is corrupt; "
                                      "re-create it from its source")
@@ -310,7 +305,6 @@ class ChunkCheck:
             self.left -= 1
         if self.left:
             return False
-        self.close()
         if files.stamp_of(self.path) == self.stamp:  # unchanged while it was read: it is whole and good
             files.mark_good(self.path, self.digest, self.stamp)
         return True
