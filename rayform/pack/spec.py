@@ -34,6 +34,9 @@ class PackSpec:
     ``image_codec``: ``"keep"`` stores recorded JPEG/PNG bytes untouched (raw frames become
     PNG, or npy for float depth); ``"jpeg"`` re-encodes at ``jpeg_quality``; ``"png"`` stores
     lossless. A ``resize`` (H, W) always re-encodes (``keep`` then keeps the format).
+    ``shard_bytes`` is a target: every shard but the last holds the same count of samples,
+    chosen before rendering from the estimated tar size of a sample (``packer.estimate``),
+    so shards come out about this size.
     ``staleness`` is the tolerance of time alignment in periods of each stream's own median
     rate: an image older than that, or an array gap wider than twice that, drops the instant.
     ``interleave_seed``: the samples of the whole slice are laid out in the order of a
