@@ -33,7 +33,7 @@ def sample_bytes(store_ref: StoreRef, slice_id: str, spec: PackSpec, schema: dic
     for plan in chosen:
         seg = open_segment(store_ref, plan.version, plan.segment_id)
         recorded = {n for n, s in schema.items() if s.kind == "image" and as_recorded(seg, n, s, spec)}
-        frames = sum((1 + spec.max_history) * float(np.mean(BLOCK + _padded(seg.frame_sizes(n))))
+        frames = sum((1 + spec.max_history) * float(np.mean(BLOCK + padded(seg.frame_sizes(n))))
                      for n in recorded)
         k = np.unique(np.linspace(0, len(plan.times) - 1, min(PER_SEGMENT, len(plan.times))).round().astype(int))
         rendered = render_task(store_ref, plan.segment_id, slice_id, spec,
@@ -44,8 +44,4 @@ def sample_bytes(store_ref: StoreRef, slice_id: str, spec: PackSpec, schema: dic
                         for _, members in rendered.samples])
         per_segment.append(frames + float(rest))
     return float(np.mean(per_segment)) if per_segment else float(BLOCK)
-
-
-def _padded(sizes: np.ndarray) -> np.ndarray:
-    return (sizes + BLOCK - 1) // BLOCK * BLOCK
 

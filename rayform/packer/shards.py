@@ -18,7 +18,7 @@ import hashlib
 import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import TypeAlias
+from typing import TypeAlias, TypeVar
 
 import numpy as np
 
@@ -34,7 +34,11 @@ _ZEROS = memoryview(bytes(BLOCK))
 Buffer: TypeAlias = "bytes | memoryview"  # a member's bytes, or a view of them where they already lie
 
 
-def padded(size: int) -> int:
+Size = TypeVar("Size", int, np.ndarray)
+
+
+def padded(size: Size) -> Size:
+    """A member's size rounded up to whole tar blocks (elementwise for an array of sizes)."""
     return (size + BLOCK - 1) // BLOCK * BLOCK
 
 

@@ -136,12 +136,7 @@ class Segment:
     def frame_view(self, name: str, index: int) -> memoryview:
         """Frame ``index`` of an encoded image stream, as recorded: a view of the blob it is in
         (no copy; it keeps that blob's bytes alive)."""
-        info = self.stream(name)
-        if info.sizes is None:
-            raise InvalidInput(f"{self.id}: stream {name!r} holds raw frames, not encoded bytes")
-        offsets = self._cached("offsets:" + info.sizes, _offsets_of, info.sizes)
-        if len(offsets) != info.count + 1:
-            raise Malformed(f"{self.id}: stream {name} has {len(offsets) - 1} frame sizes for {info.count} frames")
+        info, offsets = self._frame_offsets(name)
         blob, first = self._chunk_of(info, index)
         base = offsets[first]
         raw = self._raw(blob)
@@ -152,11 +147,17 @@ class Segment:
 
     def frame_sizes(self, name: str) -> np.ndarray:
         """The byte size of every frame of an encoded image stream, as recorded."""
+        return np.diff(self._frame_offsets(name)[1])
+
+    def _frame_offsets(self, name: str) -> tuple[StreamInfo, np.ndarray]:
+        """An encoded stream's info and where each of its frames starts (one more: the end)."""
         info = self.stream(name)
         if info.sizes is None:
             raise InvalidInput(f"{self.id}: stream {name!r} holds raw frames, not encoded bytes")
         offsets = self._cached("offsets:" + info.sizes, _offsets_of, info.sizes)
-        return np.diff(offsets)
+        if len(offsets) != info.count + 1:
+            raise Malformed(f"{self.id}: stream {name} has {len(offsets) - 1} frame sizes for {info.count} frames")
+        return info, offsets
 
     def frame_array(self, name: str, index: int) -> np.ndarray:
         """Frame ``index`` decoded (or as stored, for raw streams), ``(H, W[, C])``."""
