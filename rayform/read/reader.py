@@ -185,6 +185,10 @@ class PackReader:
         else:
             with open(path, "rb") as f:
                 m = _map_file(f.fileno(), self.whole_shards)
+        return self._keep(shard, m, pin)
+
+    def _keep(self, shard: int, m: mmap.mmap, pin: Pin | None) -> mmap.mmap:
+        """Hold a new map of ``shard``, releasing the least recently used beyond ``MAX_MAPS``."""
         self._maps[shard] = (m, pin)
         while len(self._maps) > MAX_MAPS:
             self.release(next(iter(self._maps)))
@@ -213,10 +217,7 @@ class PackReader:
             chunks = self.shard_chunks(shard)
             assert chunks is not None
             self._chunked[shard] = ChunkCheck(path, info.sha256, stamp, chunks, self.pack.chunk_bytes, info.bytes, what)
-        self._maps[shard] = (m, None)
-        while len(self._maps) > MAX_MAPS:
-            self.release(next(iter(self._maps)))
-        return m
+        return self._keep(shard, m, None)
 
     def release(self, shard: int) -> None:
         """Unpin and unmap a shard (the map closes once no sample still views it)."""
