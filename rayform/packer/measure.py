@@ -49,7 +49,7 @@ class _Moments:
 
 @dataclass
 class StatsPart:
-    """One shard's share of the statistics: per key its moments (n, mean, m2, min, max) and
+    """One run's share of the statistics: per key its moments (n, mean, m2, min, max) and
     its rows of the pack's quantile sample."""
 
     moments: dict[str, tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=dict)
