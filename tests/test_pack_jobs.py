@@ -148,3 +148,29 @@ def test_a_full_scratch_disk_is_one_clear_error(demo_client, monkeypatch, tmp_pa
     with pytest.raises(ScratchError, match="pack scratch in .*a-file"):
         client.pack(s, 15, workers=1, progress=False, **SPEC)
     assert not list(client.store.list_refs("refs/packs")), "a pack ref was written"
+
+
+def test_a_run_gone_from_the_store_is_one_error_of_ours(demo_client):
+    from rayform.errors import BlobNotFound
+
+    client, s = demo_client
+    removed = []
+
+    def remove(fn, job):
+        if fn is write_shard and not removed:
+            removed.append(job.sections[0].run)
+            os.unlink(client.store.backend.blob_path(removed[0]))
+
+    with Recording(before=remove) as ex, pytest.raises(BlobNotFound, match="not in"):
+        client.pack(s, 15, executor=ex, progress=False, **SPEC)
+    assert removed and not list(client.store.list_refs("refs/packs"))
+
+
+def test_a_blob_range_is_read_unverified_and_bounded(client):
+    from rayform.errors import BlobNotFound
+
+    digest = client.store.put_blob(b"0123456789")
+    assert client.store.backend.read_range(digest, 2, 5) == b"23456"
+    assert client.store.backend.read_range(digest, 8, 5) == b"89"
+    with pytest.raises(BlobNotFound):
+        client.store.backend.read_range("ab" * 32, 0, 4)

@@ -156,19 +156,7 @@ class StoreScratch:
 
     def read(self, section: Section) -> bytes:
         store = self.store_ref.open()
-        names.digest(section.run)
-        reader = store.backend.read_from(section.run, section.offset)
-        try:
-            chunks, left = [], section.size
-            while left:
-                chunk = reader.read(left)
-                if not chunk:
-                    break
-                chunks.append(chunk)
-                left -= len(chunk)
-        finally:
-            reader.close()
-        data = b"".join(chunks)
+        data = store.backend.read_range(names.digest(section.run), section.offset, section.size)
         if len(data) != section.size or hashlib.sha256(data).hexdigest() != section.sha256:
             raise IntegrityError(f"pack run {section.run[:16]} in {store.display}: the section at "
                                  f"{section.offset} is not the bytes written there; pack again")

@@ -176,6 +176,26 @@ class Store:
         the store allows it), NOT verified: the caller hashes what it reads."""
         return objectread.open_at(self.fs, self.blob_path(digest), start, STREAM_BLOCK, timeout_s)
 
+    def read_range(self, digest: str, start: int, size: int) -> bytes:
+        """``size`` bytes of a blob from byte ``start`` (fewer where it ends sooner), NOT
+        verified: the caller checks them; a backend's failure is one StoreError."""
+        def read() -> bytes:
+            reader = self.read_from(digest, start)
+            try:
+                chunks, left = [], size
+                while left and (chunk := reader.read(left)):
+                    chunks.append(chunk)
+                    left -= len(chunk)
+                return b"".join(chunks)
+            finally:
+                reader.close()
+
+        try:
+            data: bytes = self._wrap_read(read)
+            return data
+        except FileNotFoundError as e:
+            raise BlobNotFound(f"blob {digest[:16]}: not in {self.display}") from e
+
     def blob_size(self, digest: str) -> int:
         try:
             return int(self._wrap_read(self.fs.size, self.blob_path(digest)))
