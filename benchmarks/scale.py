@@ -82,7 +82,11 @@ def ingest_cycled(client: rayform.Client, episodes: int, name: str) -> list:
 def worker_peak_mib() -> float:
     peak = 0.0
     for task in Path("/proc/self/task").iterdir():
-        for pid in (task / "children").read_text().split():
+        try:  # a thread may end between the listing and the read
+            pids = (task / "children").read_text().split()
+        except OSError:
+            continue
+        for pid in pids:
             try:
                 for line in Path(f"/proc/{pid}/status").read_text().splitlines():
                     if line.startswith("VmRSS:"):

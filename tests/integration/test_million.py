@@ -40,7 +40,10 @@ def _slice(client: rayform.Client, samples: int, name: str) -> rayform.Slice:
 def _children() -> set[int]:
     out = set()
     for task in Path("/proc/self/task").iterdir():
-        out.update(int(p) for p in (task / "children").read_text().split())
+        try:  # a thread (pin-memory, a queue's feeder) may end between the listing and the read
+            out.update(int(p) for p in (task / "children").read_text().split())
+        except FileNotFoundError:
+            continue
     return out
 
 
