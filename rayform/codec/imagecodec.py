@@ -79,6 +79,20 @@ def decode_jpeg(data: bytes | memoryview, out: np.ndarray | None = None) -> np.n
     return out
 
 
+def decode_jpeg_into(data: bytes | memoryview, out: np.ndarray) -> bool:
+    """Decode straight into ``out`` (a writable ``(H, W, 3)`` array) with no separate header
+    read: True if the JPEG was exactly that size and decoded. False otherwise (another size,
+    undecodable, or no libjpeg-turbo), having allocated nothing: libjpeg-turbo refuses a buffer
+    smaller than the image its header claims. ``decode`` then says what is wrong."""
+    if _simplejpeg is None:
+        return False  # Pillow would allocate what the header claims: ``decode`` checks it first
+    try:
+        image = _simplejpeg.decode_jpeg(data, colorspace="RGB", fastdct=False, fastupsample=False, buffer=out)
+    except Exception:  # any codec error: the checked path reports it
+        return False
+    return bool(image.shape == out.shape)
+
+
 def encode_jpeg(image: np.ndarray, quality: int = 90) -> bytes:
     image = np.ascontiguousarray(image)
     if image.ndim == 2:

@@ -105,6 +105,9 @@ class SampleSpec:
         return list(dict.fromkeys(out))
 
 
+_NO_PAD = {"dtype": "|b1", "shape": [0], "data": b""}  # a record from before history masks
+
+
 def check_resize(size: Any) -> tuple[int, int] | None:
     if size is None:
         return None
@@ -143,6 +146,9 @@ class SampleBuilder:
                 f"--fps {pack.fps:g} --horizon {spec.horizon}"
             )
         self.meta_keys = META_KEYS
+        # array entries of this pack's records checked in full once: (stream, field) -> (dtype
+        # string, shape list, dtype, bytes) as they were found (``_array``)
+        self._seen: dict[tuple[str, str], tuple[str, list[int], np.dtype, int]] = {}
 
     def _stream(self, schema: Mapping[str, StreamSchema], name: str) -> StreamSchema:
         if name not in schema:
@@ -217,11 +223,8 @@ class SampleBuilder:
                     now = np.stack([past[k - 1] if k else now for k in self.history[s.name]])
                 out[s.name] = _put(into, s.name, self._in_frame(s, now), np.float32)
             if self.history:
-                pad = records.unpack_array(low["history_pad"], what) if "history_pad" in low else \
-                    np.zeros(0, bool)
-                if pad.shape != (self.pack.spec.max_history,):
-                    raise Malformed(f"{what}: history pad mask is {pad.shape}, the pack says "
-                                    f"({self.pack.spec.max_history},)")
+                pad = self._array(low.get("history_pad", _NO_PAD), (self.pack.spec.max_history,), what, "",
+                                  "history_pad")
                 for name, back in self.history.items():
                     out[name + PAD] = _put(into, name + PAD, np.array([bool(k) and bool(pad[k - 1]) for k in back]),
                                            bool)
@@ -232,9 +235,7 @@ class SampleBuilder:
                     s = part.stream
                     future = self._in_frame(s, self._future(arrays, s, what)[: h + 1])
                     parts.append(part.values(future, h, self.spec.rotation))
-                    pad = records.unpack_array(arrays[s.name]["pad"], what)
-                    if pad.shape != (self.pack.spec.max_horizon + 1,):
-                        raise Malformed(f"{what}: {s.name} pad mask is {pad.shape}")
+                    pad = self._array(arrays[s.name]["pad"], (self.pack.spec.max_horizon + 1,), what, s.name, "pad")
                     is_pad |= pad[1 : h + 1].astype(bool)
                 action = parts[0] if len(parts) == 1 else np.concatenate([p.reshape(h, -1) for p in parts], axis=-1)
                 out["action"] = _put(into, "action", action, np.float32)
@@ -258,11 +259,8 @@ class SampleBuilder:
 
     def _future(self, arrays: Mapping[str, Any], s: StreamSchema, what: str) -> np.ndarray:
         """A stream's future window, checked against the pack's schema before it is used."""
-        values = records.unpack_array(arrays[s.name]["future"], what)
-        if values.shape != (self.pack.spec.max_horizon + 1, *s.shape):
-            raise Malformed(f"{what}: {s.name} is {values.shape}, the pack says "
-                            f"{(self.pack.spec.max_horizon + 1, *s.shape)}")
-        return values
+        return self._array(arrays[s.name]["future"], (self.pack.spec.max_horizon + 1, *s.shape), what, s.name,
+                           "future")
 
     def _stacked(self, name: str, shape: Sequence[int]) -> tuple[int, ...]:
         back = self.history.get(name)
@@ -270,10 +268,32 @@ class SampleBuilder:
 
     def _past(self, arrays: Mapping[str, Any], s: StreamSchema, what: str) -> np.ndarray:
         """A stream's values 1 … max_history steps back, checked against the pack's schema."""
-        values = records.unpack_array(arrays[s.name].get("past"), what)
-        if values.shape != (self.pack.spec.max_history, *s.shape):
-            raise Malformed(f"{what}: {s.name} history is {values.shape}, the pack says "
-                            f"{(self.pack.spec.max_history, *s.shape)}")
+        return self._array(arrays[s.name].get("past"), (self.pack.spec.max_history, *s.shape), what, s.name,
+                           "past")
+
+    def _array(self, entry: Any, shape: tuple[int, ...], what: str, stream: str, field: str) -> np.ndarray:
+        """A record's array entry (``records.pack_array``): ``stream``'s ``field`` (or the
+        record's own, ``stream`` empty), checked to hold ``shape``.
+
+        Every record of a pack describes an array alike: once one entry has been checked in
+        full, an entry with the very same dtype string, shape list and byte count is read
+        with a few comparisons (the per-sample cost of a record is what a loader pays beside
+        the image decode)."""
+        key = (stream, field)
+        seen = self._seen.get(key)
+        if seen is not None and type(entry) is dict:
+            dtype_str, shape_list, dtype, nbytes = seen
+            data = entry.get("data")
+            if type(data) is bytes and len(data) == nbytes and entry.get("dtype") == dtype_str \
+                    and entry.get("shape") == shape_list:
+                return np.frombuffer(data, dtype).reshape(shape)
+        values = records.unpack_array(entry, what)
+        if values.shape != shape:
+            name = {"future": stream, "pad": f"{stream} pad mask", "past": f"{stream} history",
+                    "history_pad": "history pad mask"}[field]
+            raise Malformed(f"{what}: {name} is {values.shape}, the pack says {shape}")
+        if len(self._seen) < 64:
+            self._seen[key] = (entry["dtype"], list(entry["shape"]), values.dtype, values.nbytes)
         return values
 
     def _in_frame(self, s: StreamSchema, values: np.ndarray) -> np.ndarray:
@@ -291,6 +311,9 @@ def decode_image(data: Any, fmt: str, out: np.ndarray | None = None, shape: tupl
         if fmt in ("jpg", "png"):
             return _into(imagecodec.decode_resized(data, "jpeg" if fmt == "jpg" else "png", resize, shape, what), out)
         return _into(imagecodec.resize(decode_image(data, fmt, None, shape, what), resize), out)
+    if fmt == "jpg" and out is not None and shape is not None and out.shape == tuple(shape) \
+            and imagecodec.decode_jpeg_into(data, out):
+        return out  # else: the checked path below names what is wrong
     if fmt == "npy":
         image = records.from_npy(bytes(data), what)
     elif fmt in ("jpg", "png"):
@@ -322,7 +345,7 @@ def _put(into: Mapping[str, np.ndarray], key: str, value: np.ndarray, dtype: DTy
 def _chw(image: np.ndarray, stacked: bool = False) -> np.ndarray:
     """Channels first, as a view (the batch copy is where channels move): ``(H, W[, C])`` →
     ``(C, H, W)``; ``stacked``, with a leading time axis: ``(N, H, W[, C])`` → ``(N, C, H, W)``."""
-    lead = 1 if stacked else 0
-    if image.ndim == lead + 2:
-        return np.expand_dims(image, lead)
-    return np.moveaxis(image, -1, lead)
+    # transpose and indexing, not moveaxis/expand_dims: these run for every image (~10 µs less each)
+    if stacked:
+        return image[:, None] if image.ndim == 3 else image.transpose(0, 3, 1, 2)
+    return image[None] if image.ndim == 2 else image.transpose(2, 0, 1)

@@ -131,29 +131,50 @@ class Shipped(dict[str, Any]):
         assert taken is not None
         taken.shipped = True  # from now on the consumer gives the slot back
         images = [(span, span[0] in buf.stacked) for span in buf.image_spans]
-        rest = {k: v.numpy() if isinstance(v, torch.Tensor) else v for k, v in self.items() if k not in buf.images}
+        rest = {k: _by_value(v) for k, v in self.items() if k not in buf.images}
         return (_unship, (taken.arena.path, taken.arena.slot_bytes, taken.arena.slots, taken.slot, images, rest))
 
 
 def _unship(path: str, slot_bytes: int, slots: int, slot: int, images: list[tuple[Span, bool]],
             rest: dict[str, Any]) -> dict[str, Any]:
     raw = lease(path, slot_bytes, slots, slot)
-    out = {k: torch.from_numpy(v) if isinstance(v, np.ndarray) else v for k, v in rest.items()}
+    out: dict[str, Any] = _as_tensors(rest)
     carved = _carve(raw, [span for span, _ in images])
     for (span, stacked) in images:
         out[span[0]] = batch_view(carved[span[0]], True, stacked)
     return out
 
 
+def _by_value(v: Any) -> Any:
+    """Tensors (also inside dicts: ``meta``'s collated ints) as numpy arrays, pickled by value:
+    a tensor would be moved to shared memory and its file descriptor passed over a socket,
+    which costs both processes more than the few bytes it holds."""
+    if isinstance(v, torch.Tensor):
+        return v.numpy()
+    if isinstance(v, dict):
+        return {k: _by_value(x) for k, x in v.items()}
+    return v
+
+
+def _as_tensors(v: Any) -> Any:
+    """``_by_value`` undone: every numpy array a tensor again (a collated batch holds no numpy arrays)."""
+    if isinstance(v, np.ndarray):
+        return torch.from_numpy(v)
+    if isinstance(v, dict):
+        return {k: _as_tensors(x) for k, x in v.items()}
+    return v
+
+
 class Sample(dict[str, Any]):
     """A sample dict that remembers which batch buffer row holds its values."""
 
-    __slots__ = ("batch", "row")
+    __slots__ = ("batch", "row", "made")
 
     def __init__(self, values: dict[str, Any], batch: BatchBuffer | None = None, row: int = -1):
         super().__init__(values)
         self.batch = batch
         self.row = row
+        self.made = values  # what was built, so a value a transform replaced is told apart by identity
 
     def __reduce__(self) -> tuple[type[dict[str, Any]], tuple[dict[str, Any]]]:  # crosses a process boundary as a plain dict
         return (dict, (dict(self),))
@@ -180,12 +201,12 @@ def _allocate(nbytes: int, shared: bool) -> torch.Tensor:
 
 
 def _untouched(batch: Sequence[dict[str, Any]], key: str, buf: BatchBuffer) -> bool:
-    rows = buf.tensors[key]
-    for j, s in enumerate(batch):
-        v = s.get(key)
-        if not isinstance(s, Sample) or s.batch is not buf or s.row != j:
-            return False
-        if not isinstance(v, torch.Tensor) or v.data_ptr() != rows[j].data_ptr():
+    """Every sample still holds, under ``key``, the very tensor built into its row of ``buf``."""
+    first = batch[0].get(key)
+    if not isinstance(first, torch.Tensor) or first.data_ptr() != buf.tensors[key].data_ptr():
+        return False  # built elsewhere than the buffer (checked once: every row is built alike)
+    for j, s in enumerate(batch):  # identity, not data pointers: a strided view of a row shares its pointer
+        if type(s) is not Sample or s.batch is not buf or s.row != j or s.get(key) is not s.made.get(key):
             return False
     return True
 
