@@ -88,6 +88,50 @@ def test_a_transform_that_replaces_an_image_gets_its_own_memory(dataset):
         assert torch.equal(h["cam0/rgb"], r["cam0/rgb"].flip(-1)) and torch.equal(h["wrist/rgb"], r["wrist/rgb"])
 
 
+def test_a_transform_that_narrows_an_image_to_a_view_of_its_row_is_collated_as_it_returned(dataset):
+    """A strided view of a sample's row starts where the row does: the batch must still be the
+    transform's images, not the buffer's rows."""
+    def every_other_column(sample):
+        sample["cam0/rgb"] = sample["cam0/rgb"][:, :, ::2]
+        return sample
+
+    reference = _copies(DataLoader(dataset, batch_size=8, num_workers=0))
+    dataset.transform = every_other_column
+    try:
+        held = list(_loader(dataset))
+    finally:
+        dataset.transform = None
+    for h, r in zip(held, reference):
+        assert h["cam0/rgb"].shape[1:] == (3, 32, 16)
+        assert torch.equal(h["cam0/rgb"], r["cam0/rgb"][:, :, :, ::2]) and torch.equal(h["wrist/rgb"], r["wrist/rgb"])
+
+
+def test_a_shipped_batch_moves_no_tensor_to_shared_memory(dataset, monkeypatch):
+    """Images cross as their slot's number, everything else (``meta``'s collated ints too) by
+    value: a tensor pickled for another process would be moved to shared memory and its file
+    descriptor passed over a socket, costing both processes more than its bytes."""
+    import io
+    import pickle
+    from multiprocessing.reduction import ForkingPickler
+
+    import torch.multiprocessing  # registers torch's reducers with ForkingPickler
+    from torch.utils.data import default_collate
+
+    import rayform.torch.batch as batch_module
+
+    shared = []
+    reducers = ForkingPickler._extra_reducers
+    original = reducers[torch.UntypedStorage]
+    monkeypatch.setitem(reducers, torch.UntypedStorage, lambda st: shared.append(st.nbytes()) or original(st))
+    monkeypatch.setattr(batch_module, "get_worker_info", lambda: object())  # as in a DataLoader worker
+    batch = default_collate(dataset.__getitems__(list(range(8))))
+    assert isinstance(batch, batch_module.Shipped) and isinstance(batch["meta"]["frame_index"], torch.Tensor)
+    ForkingPickler(io.BytesIO(), pickle.HIGHEST_PROTOCOL).dump(batch)
+    taken = batch.buf.taken
+    taken.arena.state[taken.slot] = 0  # no consumer here to give the slot back
+    assert shared == []
+
+
 def test_a_worker_without_shared_memory_for_slots_still_delivers(dataset, monkeypatch):
     monkeypatch.setattr(arena, "SLOTS", 0)
     reference = _copies(DataLoader(dataset, batch_size=8, num_workers=0))

@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 
 from rayform import ArrayStream, ImageStream, PoseStream
-from rayform.codec import imagecodec
-from rayform.errors import InvalidInput, StreamNotFound
+from rayform.codec import imagecodec, records
+from rayform.errors import InvalidInput, Malformed, StreamNotFound
+from rayform.pack.layout import LOWDIM
 from rayform.read.reader import PackReader
 from rayform.read.sample import SampleBuilder, SampleSpec
 
@@ -127,3 +128,54 @@ def test_a_sample_spec_is_checked_when_made(kwargs, message):
 def test_a_sample_spec_takes_one_stream_name_or_many():
     assert SampleSpec("cam0/rgb").obs == ("cam0/rgb",)
     assert SampleSpec(["cam0/rgb", "joints/position"], horizon=np.int64(4)).horizon == 4
+
+
+def _rows(builder):
+    return {key: np.zeros(shape, dtype) for key, shape, dtype in builder.layout()}
+
+
+def _claiming(jpeg: bytes, height: int, width: int) -> bytes:
+    """The JPEG with its frame header (SOF0) claiming another size; the scan is unchanged."""
+    at = jpeg.index(b"\xff\xc0") + 5  # marker, length (2), precision (1): then height, width
+    return jpeg[:at] + height.to_bytes(2, "big") + width.to_bytes(2, "big") + jpeg[at + 4:]
+
+
+@pytest.mark.parametrize("size", [(16000, 16000), (12, 10), (6, 20)])
+def test_an_image_whose_header_claims_another_size_is_refused_before_it_is_allocated(ramp, size):
+    """Decoded straight into its batch row, a JPEG is not read for its header first: the decoder
+    must still refuse it, allocating nothing of what the header claims, with the header's size named."""
+    import tracemalloc
+
+    _, pack, store = ramp
+    b = SampleBuilder(pack, SampleSpec(("cam0/rgb",), "joints/position", horizon=4))
+    key, raw = PackReader(store, pack, b.members).raw(0)
+    member = b.images[0].member
+    raw = {**raw, member: _claiming(bytes(raw[member]), *size)}
+    tracemalloc.start()
+    try:
+        with pytest.raises(Malformed, match=f"its header says {size[1]}x{size[0]}, the schema 20x12"):
+            b.build(raw, key, _rows(b))
+        assert tracemalloc.get_traced_memory()[1] < 1 << 20  # numpy's allocations are traced
+    finally:
+        tracemalloc.stop()
+
+
+def test_a_record_unlike_those_read_before_is_checked_in_full(ramp):
+    """Once a record's arrays have been checked, records alike are read by comparison: one that
+    differs in dtype is still read right, one that differs in shape is refused."""
+    _, pack, store = ramp
+    b = SampleBuilder(pack, SampleSpec(("joints/position",), "joints/position_delta", horizon=4))
+    key, raw = PackReader(store, pack, b.members).raw(3)
+    first = b.build(raw, key)
+    low = records.loads(bytes(raw[LOWDIM]))
+    future = records.unpack_array(low["arrays"]["joints/position"]["future"])
+    low["arrays"]["joints/position"]["future"] = records.pack_array(future.astype(np.float64))
+    again = b.build({**raw, LOWDIM: records.dumps(low)}, key)
+    assert np.array_equal(again["action"], first["action"]) and np.array_equal(again["joints/position"],
+                                                                              first["joints/position"])
+    low["arrays"]["joints/position"]["future"] = records.pack_array(future[:, :2])
+    with pytest.raises(Malformed, match=r"joints/position is \(9, 2\), the pack says \(9, 3\)"):
+        b.build({**raw, LOWDIM: records.dumps(low)}, key)
+    low["arrays"]["joints/position"]["future"] = {**records.pack_array(future), "shape": [9, 4]}
+    with pytest.raises(Malformed, match="holds 108 bytes"):
+        b.build({**raw, LOWDIM: records.dumps(low)}, key)
