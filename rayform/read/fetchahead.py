@@ -39,6 +39,7 @@ class FetchAhead:
         self._pending: dict[tuple[int, int], Future[Pin | None]] = {}
         self._queued: dict[tuple[int, int], None] = {}  # wanted, not yet started: insertion order
         self._reading: set[tuple[int, int]] = set()
+        self._started = False  # the reader has its first shard
         for reader in readers:
             _ = reader.store  # opened here, in the reading process, before any thread uses it
             reader.chunk_digests()
@@ -51,7 +52,11 @@ class FetchAhead:
         self._start()
 
     def _start(self) -> None:
-        while self._queued and len(self._pending) - len(self._reading) < self.ahead:
+        # Until the reader has its first shard, that shard is fetched alone: fetched beside the
+        # ones after it, it would share the link and the cores with them, and the first batch
+        # would wait for several shards instead of one.
+        ahead = self.ahead if self._started else 1
+        while self._queued and len(self._pending) - len(self._reading) < ahead:
             key = next(iter(self._queued))
             del self._queued[key]
             self._pending[key] = self._pool.submit(self._fetch, *key)
@@ -63,6 +68,9 @@ class FetchAhead:
             self._pending[key] = self._pool.submit(self._fetch, *key)
         self._reading.add(key)
         self._pending[key].result()
+        if not self._started:
+            self._started = True
+            self._start()  # the rest of what is wanted, now that the reader is under way
 
     def done(self, key: tuple[int, int]) -> None:
         """The reader is through with this shard: unpin it, fetch the next ones."""

@@ -207,7 +207,7 @@ class CacheWriter:
         self._out = os.fdopen(fd, "wb")
         self._hash = hashlib.sha256()
 
-    def write(self, data: bytes) -> None:
+    def write(self, data: bytes | memoryview) -> None:
         self._hash.update(data)
         self._out.write(data)
         self.bytes += len(data)

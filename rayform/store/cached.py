@@ -27,8 +27,9 @@ from typing import IO, Any
 from rayform import config
 from rayform.errors import BlobNotFound, IntegrityError, OfflineError
 from rayform.store.cache import ShardCache
-from rayform.store.fetch import Retry, ShardStream
+from rayform.store.fetch import Retry, ShardStream, Transfer
 from rayform.store.files import CHUNK, canonical_json, read_known_good, verify_once
+from rayform.store.objectread import SequentialRead
 from rayform.store.store import Store
 from rayform.untrusted import json_document
 
@@ -216,7 +217,9 @@ class CachedStore:
         with self.cache.fetching(digest):
             found = self.local_copy(digest)
             if found is None:
-                self.stream(digest, size, what, retry, chunks, chunk_bytes, pull).finish()  # verified, renamed
+                # read in this thread (the caller's fetch threads give the concurrency): no hand-over
+                Transfer(size, what, self._opener(digest, retry), self.cache.writer(digest, size), self.display, retry,
+                         chunks, chunk_bytes).run()  # verified, renamed into place
                 found = self.cache.blob_path(digest)
         return found
 
@@ -232,10 +235,12 @@ class CachedStore:
             return ShardStream(digest, size, what, local=self.local_blob(digest, what))  # raises: missing or bad
         self._reach(what, pull)
         return ShardStream(
-            digest, size, what, open_at=lambda start: self.backend.read_from(digest, start, retry.timeout_s),
-            arriving=self.cache.writer(digest, size), origin=self.display, retry=retry, chunks=chunks,
-            chunk_bytes=chunk_bytes,
+            digest, size, what, open_at=self._opener(digest, retry), arriving=self.cache.writer(digest, size),
+            origin=self.display, retry=retry, chunks=chunks, chunk_bytes=chunk_bytes,
         )
+
+    def _opener(self, digest: str, retry: Retry) -> Callable[[int], SequentialRead]:
+        return lambda start: self.backend.read_from(digest, start, retry.timeout_s)
 
     # -- refs --------------------------------------------------------------------------
     def get_ref(self, key: str, parse: Callable[[dict[str, Any]], Any] | None = None) -> Any:

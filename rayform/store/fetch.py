@@ -12,6 +12,11 @@ chunk (1 MiB) of every shard, and the fetcher hands over a chunk only once its b
 match, so a flipped bit stops the stream at its chunk, before anything reads it. At the shard's end
 the whole is checked against its name before it is renamed into the cache. (A pack made
 before chunk digests existed is fetched whole into the cache, verified, then read.)
+
+Both ways a shard arrives (``CachedStore.fetch``: into the cache, in the calling thread;
+``ShardStream``: handed over as it comes) are one :class:`Transfer`: the shard read chunk
+by chunk into one reused buffer (a fresh megabyte per read cost page faults, a tenth of a
+first epoch's CPU), each chunk verified and written into the cache once.
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ from rayform.errors import (
 from rayform.store import objectread
 from rayform.store.cache import CacheWriter
 
-STREAM_CHUNK = 1 << 20  # what the fetcher hands the reader at a time: the first samples come early
+STREAM_CHUNK = 1 << 20  # bytes asked of the store per read (and handed over at a time without chunk digests)
 READ_AHEAD = 16  # chunks fetched ahead of the reader: 16 MiB a stream, so I/O overlaps decoding
 _JOIN_S = 10.0  # how long closing waits for the fetcher to notice (it drops its own partial copy)
 
@@ -63,16 +68,114 @@ class Retry:
         return float(min(self.max_backoff_s, self.backoff_s * (2**attempt)))
 
 
+class Transfer:
+    """One blob read from its store into the cache, front to back: ``open_at(byte)`` opens a
+    raw reader from a byte on; a read that fails or stalls is retried after ``retry``'s
+    backoff and resumed at the byte where it stopped. With ``chunks`` (the pack's sha256 of
+    every ``chunk_bytes`` of the blob) each chunk is verified before it is written or
+    handed on; at the end the whole is checked against its name and put in place. On any
+    failure or stop, nothing is kept."""
+
+    def __init__(self, size: int, what: str, open_at: Callable[[int], objectread.SequentialRead],
+                 arriving: CacheWriter, origin: str, retry: Retry, chunks: bytes | None = None, chunk_bytes: int = 0,
+                 stop: threading.Event | None = None):
+        self.size, self.what, self.origin, self.retry = size, what, origin, retry
+        self.chunks, self.chunk_bytes = chunks, chunk_bytes
+        self._open_at, self._arriving = open_at, arriving
+        self._stop = stop or threading.Event()
+        self._src: objectread.SequentialRead | None = None
+        self.fetched = 0  # bytes read from the store
+        self.verified = 0  # bytes verified and written into the cache
+        self.whole_mismatch = False  # every chunk matched, the whole did not (raised at the end)
+
+    def run(self, deliver: Callable[[bytes], None] | None = None) -> bool:
+        """Read the blob to its end, handing each verified piece to ``deliver``; True once it is
+        whole, verified and in the cache, False if stopped first. Raises what ended it."""
+        piece = self.chunk_bytes if self.chunks is not None else STREAM_CHUNK
+        buffer = memoryview(bytearray(max(1, min(piece, self.size))))
+        try:
+            while self.verified < self.size:
+                need = min(piece, self.size - self.verified)
+                while self.fetched - self.verified < need:
+                    got = self._read_into(buffer[self.fetched - self.verified : need])
+                    if got < 0:
+                        return False
+                    self.fetched += got
+                data = buffer[:need]
+                if self.chunks is not None:
+                    self._check(data)
+                self._arriving.write(data)
+                self.verified += need
+                if deliver is not None:
+                    deliver(bytes(data))
+            try:
+                self._arriving.commit(f"{self.what} from {self.origin}")
+            except IntegrityError:
+                self.whole_mismatch = True
+                raise
+            return True
+        finally:
+            _close_quietly(self._src)
+            self._src = None
+            self._arriving.discard()
+
+    def _check(self, chunk: memoryview) -> None:
+        """The next chunk of the blob, against the pack's digest: an IntegrityError if it differs."""
+        assert self.chunks is not None
+        k = self.verified // self.chunk_bytes
+        if hashlib.sha256(chunk).digest() != self.chunks[32 * k : 32 * k + 32]:
+            raise IntegrityError(
+                f"{self.what} from {self.origin}: chunk {k} (bytes "
+                f"{self.verified}-{self.verified + len(chunk)}) does not match the pack's digest. The store's "
+                "copy is corrupt; nothing of it was used or cached"
+            )
+
+    def _read_into(self, view: memoryview) -> int:
+        """Bytes read into ``view`` (at least one), a dropped read retried and resumed; -1 if stopped."""
+        attempt = 0
+        while not self._stop.is_set():
+            try:
+                if self._src is None:
+                    self._src = self._open_at(self.fetched)
+                got = _read_some(self._src, view[:STREAM_CHUNK])
+                if not got:
+                    raise ConnectionError(f"the stream ended at byte {self.fetched} of {self.size}")
+                return got
+            except RayformError:
+                raise
+            except FileNotFoundError as e:
+                raise BlobNotFound(f"{self.what}: not in {self.origin}") from e
+            except Exception as e:  # a connection dropped, a 5xx: resume at the byte where it stopped
+                _close_quietly(self._src)
+                self._src = None
+                if attempt >= self.retry.attempts:
+                    raise StoreError(
+                        f"{self.what} from {self.origin}: reading failed at byte "
+                        f"{self.fetched} of {self.size} after {attempt + 1} tries ({type(e).__name__}: {e})"
+                    ) from e
+                self._stop.wait(self.retry.delay(attempt))
+                attempt += 1
+        return -1
+
+
+def _read_some(src: objectread.SequentialRead, view: memoryview) -> int:
+    """Up to ``len(view)`` bytes of ``src`` into ``view``: straight in where it can (``readinto``)."""
+    readinto = getattr(src, "readinto", None)
+    if readinto is not None:
+        return int(readinto(view))
+    data = src.read(len(view))
+    view[: len(data)] = data
+    return len(data)
+
+
 class ShardStream:
     """A read-only file object over one shard, read front to back; ``what`` names it in
-    messages, digest included. Made by ``CachedStore.stream``; ``CachedStore.fetch`` reads
-    one to its end to bring the shard into the cache.
+    messages, digest included. Made by ``CachedStore.stream``.
 
-    From the cache it is the local file. From the store, a fetcher thread reads the shard
-    front to back (one streaming request where the store allows it), tees it into the
-    cache and hands it over in chunks up to ``READ_AHEAD`` ahead of the reader, so
-    network, hashing and cache writes overlap the reader's decoding. ``pos`` is where the
-    reader is, ``fetched`` how far the fetcher got.
+    From the cache it is the local file. From the store, a fetcher thread runs its
+    :class:`Transfer`, which tees it into the cache, and hands it over in verified chunks
+    up to ``READ_AHEAD`` ahead of the reader, so network, hashing and cache writes overlap
+    the reader's decoding. ``pos`` is where the reader is.
     """
 
     def __init__(self, digest: str, size: int, what: str, *, local: Path | None = None,
@@ -81,9 +184,9 @@ class ShardStream:
                  chunks: bytes | None = None, chunk_bytes: int = 0):
         """From a verified ``local`` file; or fetched by ``open_at(byte)`` (a raw reader of the
         blob from that byte on) into ``arriving``, ``origin`` naming where it comes from."""
-        self.digest, self.size, self.what, self.origin, self.retry = digest, size, what, origin, retry
-        self.chunks, self.chunk_bytes = chunks, chunk_bytes
-        self.pos = self.fetched = 0
+        self.digest, self.size, self.what = digest, size, what
+        self.chunks = chunks
+        self.pos = 0
         self.from_cache = local is not None
         self._verdict: IntegrityError | None = None
         self._file: BinaryIO | None = None
@@ -92,103 +195,36 @@ class ShardStream:
             self._file = open(local, "rb")
             return
         assert open_at is not None and arriving is not None
-        self._open_at, self._arriving = open_at, arriving
-        self._pending = bytearray()  # arrived, not yet a whole chunk: not verified, not handed over
-        self._verified = 0
         self._chunks: queue.Queue[object] = queue.Queue(maxsize=READ_AHEAD)
         self._stop = threading.Event()
+        self._transfer = Transfer(size, what, open_at, arriving, origin, retry, chunks, chunk_bytes, self._stop)
         self._buf, self._off = b"", 0
         self._done = False
         self._fetcher = threading.Thread(target=self._fetch, name=f"rayform-fetch-{digest[:8]}", daemon=True)
         self._fetcher.start()
 
-    # -- the fetcher (its own thread) ------------------------------------------------------
     @property
     def verified_chunks(self) -> bool:
         """True if every byte handed over is verified first (the pack names chunk digests)."""
         return self.from_cache or self.chunks is not None
 
-    def _hand_over(self, data: bytes, end: bool) -> None:
-        """Queue ``data`` for the reader: with chunk digests, only whole chunks that match."""
-        if self.chunks is None:
-            self._put(data)
-            return
-        if data and not self._pending and len(data) == self._next_chunk_size():
-            self._put(self._checked(data))  # a read of exactly one chunk (the usual case): no copy
-            return
-        self._pending += data
-        while self._pending:
-            need = self._next_chunk_size()
-            if len(self._pending) < need and not end:
-                return
-            chunk = bytes(self._pending[:need])
-            del self._pending[:need]
-            self._put(self._checked(chunk))
+    @property
+    def fetched(self) -> int:
+        """How far the fetcher got."""
+        return self.size if self.from_cache else self._transfer.fetched
 
-    def _next_chunk_size(self) -> int:
-        return min(self.chunk_bytes, self.size - self._verified)
-
-    def _checked(self, chunk: bytes) -> bytes:
-        """``chunk`` (the next one of the shard) if it matches the pack's digest; else an IntegrityError."""
-        assert self.chunks is not None
-        k, need = self._verified // self.chunk_bytes, self._next_chunk_size()
-        if len(chunk) != need or hashlib.sha256(chunk).digest() != self.chunks[32 * k : 32 * k + 32]:
-            raise IntegrityError(
-                f"{self.what} from {self.origin}: chunk {k} (bytes "
-                f"{self._verified}-{self._verified + need}) does not match the pack's digest. The store's "
-                "copy is corrupt; nothing of it was used or cached"
-            )
-        self._verified += need
-        return chunk
-
+    # -- the fetcher (its own thread) ------------------------------------------------------
     def _fetch(self) -> None:
-        """Read the shard into the cache and the queue; the last item is None (whole and
-        verified, now in the cache) or the error that ended it."""
-        src: objectread.SequentialRead | None = None
-        attempt = 0
+        """Run the transfer; the last item queued is None (whole and verified, now in the
+        cache), a verdict on the whole, or the error that ended it."""
         last: _Verdict | BaseException | None = None
         try:
-            while not self._stop.is_set():
-                try:
-                    if src is None and self.fetched >= self.size:
-                        data = b""  # failed after the last byte: nothing left to ask for
-                    else:
-                        if src is None:
-                            src = self._open_at(self.fetched)
-                        data = src.read(STREAM_CHUNK)
-                        if not data and self.fetched < self.size:
-                            raise ConnectionError(f"the stream ended at byte {self.fetched} of {self.size}")
-                except RayformError:
-                    raise
-                except FileNotFoundError as e:
-                    raise BlobNotFound(f"{self.what}: not in {self.origin}") from e
-                except Exception as e:  # a connection dropped, a 5xx: resume at the byte where it stopped
-                    _close_quietly(src)
-                    src = None
-                    if attempt >= self.retry.attempts:
-                        raise StoreError(
-                            f"{self.what} from {self.origin}: reading failed at byte "
-                            f"{self.fetched} of {self.size} after {attempt + 1} tries ({type(e).__name__}: {e})"
-                        ) from e
-                    self._stop.wait(self.retry.delay(attempt))
-                    attempt += 1
-                    continue
-                if not data:
-                    self._hand_over(b"", end=True)
-                    try:
-                        self._arriving.commit(f"{self.what} from {self.origin}")
-                    except IntegrityError as e:  # every chunk matched, the whole does not: said at its end
-                        last = _Verdict(e)
-                    break
-                attempt = 0
-                self._arriving.write(data)
-                self.fetched += len(data)
-                self._hand_over(data, end=False)
+            self._transfer.run(self._put)
+        except IntegrityError as e:
+            last = _Verdict(e) if self._transfer.whole_mismatch else e  # a whole's mismatch: said at its end
         except BaseException as e:  # handed to the reader, never lost in this thread
             last = e
         finally:
-            _close_quietly(src)
-            self._arriving.discard()
             self._put(last)
 
     def _put(self, item: object) -> None:

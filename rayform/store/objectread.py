@@ -33,7 +33,7 @@ TIMEOUT_S = 60.0  # the default; the streaming dataset's Retry(timeout_s=...) se
 
 
 class SequentialRead(Protocol):
-    def read(self, n: int = -1) -> bytes: ...
+    def read(self, n: int = -1) -> bytes: ...  # a reader may also have readinto(buffer) -> int
 
     def close(self) -> None: ...
 
@@ -98,13 +98,27 @@ class HttpGet:
             return b""
         expected = self._response.length  # what Content-Length says is still to come
         data: bytes = self._response.read() if n < 0 else self._response.read(n)
-        if expected is not None and len(data) < (expected if n < 0 else min(n, expected)):
-            # http.client returns a short read, not an error, when the connection drops mid-body:
-            # hand over what came (the caller resumes after it), fail on the next read.
-            self._broken = f"the connection closed {expected - len(data)} bytes before the end"
-            if not data:
-                raise ConnectionError(self._broken)
+        self._came(expected, len(data), expected if n < 0 else n)
         return data
+
+    def readinto(self, buffer: memoryview) -> int:
+        """``read`` into ``buffer``, with no new bytes object: how a fetch reads a shard."""
+        if self._broken:
+            raise ConnectionError(self._broken)
+        if self._response is None:
+            return 0
+        expected = self._response.length
+        got: int = self._response.readinto(buffer)
+        self._came(expected, got, len(buffer))
+        return got
+
+    def _came(self, expected: int | None, got: int, asked: int | None) -> None:
+        # http.client returns a short read, not an error, when the connection drops mid-body:
+        # hand over what came (the caller resumes after it), fail on the next read.
+        if expected is not None and got < min(asked if asked is not None else expected, expected):
+            self._broken = f"the connection closed {expected - got} bytes before the end"
+            if not got:
+                raise ConnectionError(self._broken)
 
     def close(self) -> None:
         if self._response is not None:
