@@ -17,7 +17,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 from rayform.read.reader import PackReader
 from rayform.store.eviction import Pin
-from rayform.store.fetch import Retry
+from rayform.store.fetch import Arrival, Retry
 
 THREADS = 4  # shards fetched at once per reader: enough to keep a loopback or LAN link busy
 AHEAD = 4  # shards fetched (and pinned) before the reader gets to them, at most
@@ -39,6 +39,7 @@ class FetchAhead:
         self._pending: dict[tuple[int, int], Future[Pin | None]] = {}
         self._queued: dict[tuple[int, int], None] = {}  # wanted, not yet started: insertion order
         self._reading: set[tuple[int, int]] = set()
+        self._arrivals: dict[tuple[int, int], Arrival] = {}  # each fetch's, readable while it arrives
         self._started = False  # the reader has its first shard
         for reader in readers:
             _ = reader.store  # opened here, in the reading process, before any thread uses it
@@ -59,15 +60,28 @@ class FetchAhead:
         while self._queued and len(self._pending) - len(self._reading) < ahead:
             key = next(iter(self._queued))
             del self._queued[key]
-            self._pending[key] = self._pool.submit(self._fetch, *key)
+            self._submit(key)
+
+    def _submit(self, key: tuple[int, int]) -> None:
+        arrival = self._arrivals[key] = Arrival()
+        future = self._pending[key] = self._pool.submit(self._fetch, *key, arrival)
+        # however the job ends (failed before its fetch began, cancelled), a reader waiting on
+        # its arrival is woken: it then takes the job's outcome
+        future.add_done_callback(lambda f: arrival.end(None if f.cancelled() else f.exception()))
 
     def ready(self, key: tuple[int, int]) -> None:
-        """Wait until shard ``key`` is in the cache (raising what its fetch raised)."""
+        """Wait until shard ``key`` can be read: in the cache, or arriving with its chunks
+        verified as they come (the reader then waits for each sample's bytes); raises what
+        its fetch raised."""
         if key not in self._pending:
             self._queued.pop(key, None)
-            self._pending[key] = self._pool.submit(self._fetch, *key)
+            self._submit(key)
         self._reading.add(key)
-        self._pending[key].result()
+        arrival = self._arrivals[key]
+        if arrival.wait_begun():
+            self.readers[key[0]].arriving(key[1], arrival)
+        else:
+            self._pending[key].result()
         if not self._started:
             self._started = True
             self._start()  # the rest of what is wanted, now that the reader is under way
@@ -76,14 +90,17 @@ class FetchAhead:
         """The reader is through with this shard: unpin it, fetch the next ones."""
         future = self._pending.pop(key, None)
         self._reading.discard(key)
+        arrival = self._arrivals.pop(key, None)
+        if arrival is not None:
+            arrival.close()
         if future is not None and future.done() and future.exception() is None:
             pin = future.result()
             if pin is not None:
                 pin.release()
         self._start()
 
-    def _fetch(self, part: int, shard: int) -> Pin | None:
-        return self.readers[part].pinned(shard, self.retry)[1]
+    def _fetch(self, part: int, shard: int, arrival: Arrival) -> Pin | None:
+        return self.readers[part].pinned(shard, self.retry, arrival)[1]
 
     def close(self) -> None:
         for future in self._pending.values():
@@ -96,6 +113,9 @@ class FetchAhead:
                     pin.release()
         self._pending.clear()
         self._queued.clear()
+        for arrival in self._arrivals.values():
+            arrival.close()
+        self._arrivals.clear()
 
     def __enter__(self) -> FetchAhead:
         return self

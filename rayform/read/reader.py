@@ -47,7 +47,7 @@ from rayform.pack.manifest import Pack
 from rayform.store import files
 from rayform.store.cached import CachedStore, StoreRef
 from rayform.store.eviction import Pin
-from rayform.store.fetch import Retry
+from rayform.store.fetch import Arrival, Retry
 
 MAX_MAPS = 256  # shards kept mapped (and pinned) per reader; each costs a file descriptor
 # Bytes of shards (and index) read through the maps before their pages are dropped from this
@@ -80,6 +80,7 @@ class PackReader:
         self._maps: OrderedDict[int, tuple[mmap.mmap, Pin | None]] = OrderedDict()
         self._index_map: mmap.mmap | None = None
         self._chunked: dict[int, ChunkCheck] = {}  # shards of a local store verified chunk by chunk as read
+        self._arrivals: dict[int, Arrival] = {}  # shards read while they arrive
         self._read = 0  # bytes read through the maps since their pages were last dropped
 
     def __getstate__(self) -> dict[str, Any]:
@@ -149,20 +150,24 @@ class PackReader:
             raise Malformed(f"index of {self.pack.slice_id}: a row names a shard outside 0..{len(self.pack.shards) - 1}")
         return shard
 
-    def fetch(self, shard: int, retry: Retry = Retry()) -> Path:
-        """Bring shard ``shard`` into the cache (its verified local copy if it is there)."""
+    def fetch(self, shard: int, retry: Retry = Retry(), arrival: Arrival | None = None) -> Path:
+        """Bring shard ``shard`` into the cache (its verified local copy if it is there);
+        ``arrival``: see ``CachedStore.fetch``."""
         info = self.pack.shards[shard]
         return self.store.fetch(info.sha256, info.bytes, self.what(f"shard {shard}", info.sha256), retry,
-                                self.shard_chunks(shard), self.pack.chunk_bytes, self.pull)
+                                self.shard_chunks(shard), self.pack.chunk_bytes, self.pull, arrival)
 
-    def pinned(self, shard: int, retry: Retry | None = None) -> tuple[Path, Pin | None]:
+    def pinned(self, shard: int, retry: Retry | None = None, arrival: Arrival | None = None
+               ) -> tuple[Path, Pin | None]:
         """A verified local copy of the shard and, in a cache, a pin holding it there: fetched
-        as ``fetch`` does with ``retry``, else whole (``local_blob``). Another process may evict
-        a copy between its arrival and its pin: it is then fetched again, ``PIN_TRIES`` times."""
+        as ``fetch`` does with ``retry`` (and ``arrival``), else whole (``local_blob``). Another
+        process may evict a copy between its arrival and its pin: it is then fetched again,
+        ``PIN_TRIES`` times."""
         digest = self.pack.shards[shard].sha256
         cache = self.store.cache
-        for _ in range(PIN_TRIES):
-            path = self.fetch(shard, retry) if retry is not None else self._local(digest, f"shard {shard}")
+        for attempt in range(PIN_TRIES):
+            path = self.fetch(shard, retry, arrival if not attempt else None) if retry is not None else \
+                self._local(digest, f"shard {shard}")
             if cache is None:
                 return path, None
             pin = cache.pin(digest)
@@ -171,12 +176,23 @@ class PackReader:
         raise StoreError(f"{self.what(f'shard {shard}', digest)}: evicted from {cache} as soon as it was fetched, "
                          f"{PIN_TRIES} times. Raise the cache limit (RAYFORM_CACHE_LIMIT) above what is read at once")
 
+    def arriving(self, shard: int, arrival: Arrival) -> None:
+        """Read ``shard`` from its copy while it arrives: each sample once its bytes are verified
+        (``Arrival``; a streaming reader's ``FetchAhead`` begins it)."""
+        self._owned()
+        if shard not in self._maps:
+            self._arrivals[shard] = arrival
+
     def shard_map(self, shard: int) -> mmap.mmap:
         self._owned()
         held = self._maps.get(shard)
         if held is not None:
             self._maps.move_to_end(shard)
             return held[0]
+        arrival = self._arrivals.get(shard)
+        if arrival is not None and arrival.fd is not None:  # not yet whole: no MAP_POPULATE of what is not there
+            return self._keep(shard, mmap.mmap(arrival.fd, arrival.size, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ),
+                              None)
         if self._by_chunks():
             return self._map_by_chunks(shard)
         path, pin = self.pinned(shard)
@@ -222,6 +238,7 @@ class PackReader:
     def release(self, shard: int) -> None:
         """Unpin and unmap a shard (the map closes once no sample still views it)."""
         self._chunked.pop(shard, None)
+        self._arrivals.pop(shard, None)
         held = self._maps.pop(shard, None)
         if held is not None and held[1] is not None:
             held[1].release()
@@ -241,6 +258,11 @@ class PackReader:
         rows = found.tolist()
         out = []
         for i, row in zip(ids, rows):
+            arrival = self._arrivals.get(row[0])
+            if arrival is not None:
+                arrival.wait_for(row[2])  # the sample's bytes verified (raises what ended the fetch short)
+                if arrival.whole:
+                    del self._arrivals[row[0]]
             view = memoryview(self.shard_map(row[0]))
             check = self._chunked.get(row[0])
             if check is not None and check.read(row[1], row[2]):

@@ -197,24 +197,34 @@ class CacheWriter:
     """A blob arriving in the cache: written under a unique temporary name beside its place,
     hashed on the way, and renamed into place only if its bytes hash to its name. It is
     pinned (a shared lock, which the rename keeps) until the copy is counted verified, so
-    eviction cannot take it in between."""
+    eviction cannot take it in between. Writes are unbuffered: what ``write`` returned from is
+    in the file, where a reader of a shard still arriving (``fetch.Arrival``) reads it."""
 
     def __init__(self, cache: ShardCache, digest: str):
         self.path, self.digest, self.bytes = cache.blob_path(digest), digest, 0
         fd, tmp = _usable(cache.root, lambda: open_temporary(self.path.parent))
         fcntl.flock(fd, fcntl.LOCK_SH)
         self._tmp: str | None = tmp
-        self._out = os.fdopen(fd, "wb")
+        self._fd: int | None = fd
         self._hash = hashlib.sha256()
+
+    def fileno(self) -> int:
+        assert self._fd is not None, "closed"
+        return self._fd
+
+    def reserve(self, size: int) -> None:
+        """Make the file ``size`` bytes long before it is written (a reader maps it whole)."""
+        os.ftruncate(self.fileno(), size)
 
     def write(self, data: bytes | memoryview) -> None:
         self._hash.update(data)
-        self._out.write(data)
+        view = memoryview(data).cast("B")
+        while view:
+            view = view[os.write(self.fileno(), view):]
         self.bytes += len(data)
 
     def commit(self, what: str) -> Path:
         """Put the copy in place (and count it verified), or raise naming ``what`` and keep nothing."""
-        self._out.flush()
         actual = self._hash.hexdigest()
         if actual != self.digest:
             self.discard()
@@ -225,12 +235,17 @@ class CacheWriter:
         publish(self._tmp, self.path)
         self._tmp = None
         mark_verified(self.path, self.digest)
-        self._out.close()  # drops the pin: from here the copy is evictable like any other
+        self._close()  # drops the pin: from here the copy is evictable like any other
         return self.path
 
     def discard(self) -> None:
         """Drop the partial copy (a no-op once committed)."""
-        self._out.close()
+        self._close()
         if self._tmp is not None:
             unlink_if_present(self._tmp)
             self._tmp = None
+
+    def _close(self) -> None:
+        if self._fd is not None:
+            fd, self._fd = self._fd, None
+            os.close(fd)

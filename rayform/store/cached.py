@@ -27,7 +27,7 @@ from typing import IO, Any
 from rayform import config
 from rayform.errors import BlobNotFound, IntegrityError, OfflineError
 from rayform.store.cache import ShardCache
-from rayform.store.fetch import Retry, ShardStream, Transfer
+from rayform.store.fetch import Arrival, Retry, ShardStream, Transfer
 from rayform.store.files import CHUNK, canonical_json, read_known_good, verify_once
 from rayform.store.objectread import SequentialRead
 from rayform.store.store import Store
@@ -203,11 +203,24 @@ class CachedStore:
             arriving.discard()
 
     def fetch(self, digest: str, size: int, what: str, retry: Retry = Retry(), chunks: bytes | None = None,
-              chunk_bytes: int = 0, pull: str = "<slice>") -> Path:
+              chunk_bytes: int = 0, pull: str = "<slice>", arrival: Arrival | None = None) -> Path:
         """A verified local copy of the blob, fetched as ``stream`` does where there is none
         (one fetcher per blob on this machine: the others wait for its copy). Under a cache
         limit another process may evict it as soon as it is in place: pin it (``ShardCache.pin``)
-        to read it, and fetch again if that finds it gone."""
+        to read it, and fetch again if that finds it gone. ``arrival`` (ended however this ends)
+        lets another thread read the copy while it arrives, where chunks are verified."""
+        try:
+            found = self._fetch(digest, size, what, retry, chunks, chunk_bytes, pull, arrival)
+        except BaseException as e:
+            if arrival is not None:
+                arrival.end(e)
+            raise
+        if arrival is not None:
+            arrival.end()
+        return found
+
+    def _fetch(self, digest: str, size: int, what: str, retry: Retry, chunks: bytes | None, chunk_bytes: int,
+               pull: str, arrival: Arrival | None) -> Path:
         found = self.local_copy(digest)
         if found is not None:
             return found
@@ -219,7 +232,7 @@ class CachedStore:
             if found is None:
                 # read in this thread (the caller's fetch threads give the concurrency): no hand-over
                 Transfer(size, what, self._opener(digest, retry), self.cache.writer(digest, size), self.display, retry,
-                         chunks, chunk_bytes).run()  # verified, renamed into place
+                         chunks, chunk_bytes).run(arrival=arrival)  # verified, renamed into place
                 found = self.cache.blob_path(digest)
         return found
 

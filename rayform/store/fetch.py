@@ -22,6 +22,7 @@ first epoch's CPU), each chunk verified and written into the cache once.
 from __future__ import annotations
 
 import hashlib
+import os
 import queue
 import threading
 from collections.abc import Callable
@@ -68,6 +69,63 @@ class Retry:
         return float(min(self.max_backoff_s, self.backoff_s * (2**attempt)))
 
 
+class Arrival:
+    """A shard on its way into the cache, as a reader sees it: its copy (``fd``, written front
+    to back, made its full size first) and how many bytes of it are ``verified`` against the
+    pack's chunk digests, so samples are read by offset while the rest arrives. Made by the
+    reader, passed to ``CachedStore.fetch``; only a fetch with chunk digests begins one (a
+    shard already cached, fetched by another process, or of an older pack just ends)."""
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self.fd: int | None = None  # our own duplicate of the copy's descriptor, once begun
+        self.verified = 0
+        self.size = 0
+        self.ended = False
+        self.error: BaseException | None = None
+
+    def begin(self, fd: int, size: int) -> None:
+        with self._changed:
+            self.fd, self.size = os.dup(fd), size
+            self._changed.notify_all()
+
+    def advance(self, verified: int) -> None:
+        with self._changed:
+            self.verified = verified
+            self._changed.notify_all()
+
+    def end(self, error: BaseException | None = None) -> None:
+        with self._changed:
+            if not self.ended:
+                self.ended, self.error = True, error
+            self._changed.notify_all()
+
+    def wait_begun(self) -> bool:
+        """Wait until the copy can be read as it arrives (True) or the fetch has ended (False)."""
+        with self._changed:
+            self._changed.wait_for(lambda: self.fd is not None or self.ended)
+            return self.fd is not None and not (self.ended and self.error is not None)
+
+    def wait_for(self, end: int) -> None:
+        """Wait until bytes ``[0, end)`` are verified; raise what ended the fetch short of them."""
+        with self._changed:
+            self._changed.wait_for(lambda: self.verified >= end or self.ended)
+            if self.verified < end:
+                raise self.error if self.error is not None else StoreError(
+                    f"the shard ended at byte {self.verified}, a sample needs {end}")
+
+    @property
+    def whole(self) -> bool:
+        """Every byte arrived and verified, and the shard is in the cache."""
+        return self.ended and self.error is None and self.verified >= self.size
+
+    def close(self) -> None:
+        with self._changed:
+            if self.fd is not None:
+                os.close(self.fd)
+                self.fd = None
+
+
 class Transfer:
     """One blob read from its store into the cache, front to back: ``open_at(byte)`` opens a
     raw reader from a byte on; a read that fails or stalls is retried after ``retry``'s
@@ -88,11 +146,17 @@ class Transfer:
         self.verified = 0  # bytes verified and written into the cache
         self.whole_mismatch = False  # every chunk matched, the whole did not (raised at the end)
 
-    def run(self, deliver: Callable[[bytes], None] | None = None) -> bool:
-        """Read the blob to its end, handing each verified piece to ``deliver``; True once it is
-        whole, verified and in the cache, False if stopped first. Raises what ended it."""
+    def run(self, deliver: Callable[[bytes], None] | None = None, arrival: Arrival | None = None) -> bool:
+        """Read the blob to its end, handing each verified piece to ``deliver`` (and telling
+        ``arrival`` how far it is verified, where chunks are); True once it is whole, verified
+        and in the cache, False if stopped first. Raises what ended it."""
         piece = self.chunk_bytes if self.chunks is not None else STREAM_CHUNK
         buffer = memoryview(bytearray(max(1, min(piece, self.size))))
+        if self.chunks is None:
+            arrival = None  # nothing of it is verified before the whole
+        if arrival is not None:
+            self._arriving.reserve(self.size)
+            arrival.begin(self._arriving.fileno(), self.size)
         try:
             while self.verified < self.size:
                 need = min(piece, self.size - self.verified)
@@ -106,6 +170,8 @@ class Transfer:
                     self._check(data)
                 self._arriving.write(data)
                 self.verified += need
+                if arrival is not None:
+                    arrival.advance(self.verified)
                 if deliver is not None:
                     deliver(bytes(data))
             try:
@@ -127,7 +193,7 @@ class Transfer:
             raise IntegrityError(
                 f"{self.what} from {self.origin}: chunk {k} (bytes "
                 f"{self.verified}-{self.verified + len(chunk)}) does not match the pack's digest. The store's "
-                "copy is corrupt; nothing of it was used or cached"
+                "copy is corrupt; nothing from that chunk on was used, and nothing of it was cached"
             )
 
     def _read_into(self, view: memoryview) -> int:
