@@ -74,12 +74,29 @@ def test_windows_permute_within_a_partition_and_change_with_the_epoch():
     a = EpochPlan(800, 8, 2, window=100, seed=3, epoch=0)
     b = EpochPlan(800, 8, 2, window=100, seed=3, epoch=1)
     plain = EpochPlan(800, 8, 2, window=0, seed=3, epoch=0)
-    # partition 0 gives slots 0..3: its first 25 steps read its first window of 100 positions
-    first = a.positions(range(25), 0, 4)
-    assert sorted(first.tolist()) == list(range(100)) and first.tolist() != list(range(100))
-    assert first.tolist() != b.positions(range(25), 0, 4).tolist()
+    # partition 0 gives slots 0..3 (b = 4 a step): windows ramp up 4, 8, 16, 32, 64 positions (steps
+    # 0, 1-2, 3-6, 7-14, 15-30), then 100 each (25 steps)
+    windows = [(range(0, 1), 4), (range(1, 3), 8), (range(3, 7), 16), (range(7, 15), 32), (range(15, 31), 64),
+               (range(31, 56), 100), (range(56, 81), 100)]
+    start = 0
+    for steps, size in windows:
+        got = a.positions(steps, 0, 4).tolist()
+        assert sorted(got) == list(range(start, start + size)), (steps, size)
+        if size >= 16:  # permuted (a small window may come out in order by chance)
+            assert got != list(range(start, start + size))
+        start += size
+    first = a.positions(range(81), 0, 4)
+    assert first.tolist() != b.positions(range(81), 0, 4).tolist()
     assert plain.positions(range(25), 0, 4).tolist() == list(range(100))
-    assert a.positions(range(25), 0, 4).tolist() == first.tolist()  # the same seed and epoch: the same order
+    assert a.positions(range(81), 0, 4).tolist() == first.tolist()  # the same seed and epoch: the same order
+
+
+def test_the_first_global_batch_reads_the_first_positions_of_every_partition():
+    """However large the window, a stream starts on the first samples of its partitions."""
+    plan = EpochPlan(100_000, 64, 4, window=1000, seed=7, epoch=3)
+    first = plan.positions([0], 0, 64)
+    per = plan.steps * 16  # each partition: 16 slots a step
+    assert sorted(first.tolist()) == [c * per + i for c in range(4) for i in range(16)]
 
 
 def test_shard_order_is_seeded_by_seed_and_epoch():

@@ -40,7 +40,7 @@ class FetchAhead:
         self._queued: dict[tuple[int, int], None] = {}  # wanted, not yet started: insertion order
         self._reading: set[tuple[int, int]] = set()
         self._arrivals: dict[tuple[int, int], Arrival] = {}  # each fetch's, readable while it arrives
-        self._started = False  # the reader has its first shard
+        self._started = False  # the reader has read its first step
         for reader in readers:
             _ = reader.store  # opened here, in the reading process, before any thread uses it
             reader.chunk_digests()
@@ -53,11 +53,12 @@ class FetchAhead:
         self._start()
 
     def _start(self) -> None:
-        # Until the reader has its first shard, that shard is fetched alone: fetched beside the
-        # ones after it, it would share the link and the cores with them, and the first batch
-        # would wait for several shards instead of one.
-        ahead = self.ahead if self._started else 1
-        while self._queued and len(self._pending) - len(self._reading) < ahead:
+        # Until the reader has read its first step (``warmed``), only the shards it waits for
+        # are fetched: beside the ones after them they would share the link and the cores,
+        # and the first batch would wait for several shards' first bytes instead of one's.
+        if not self._started:
+            return
+        while self._queued and len(self._pending) - len(self._reading) < self.ahead:
             key = next(iter(self._queued))
             del self._queued[key]
             self._submit(key)
@@ -82,9 +83,12 @@ class FetchAhead:
             self.readers[key[0]].arriving(key[1], arrival)
         else:
             self._pending[key].result()
+
+    def warmed(self) -> None:
+        """The reader has read its first step: fetch ahead from now on."""
         if not self._started:
             self._started = True
-            self._start()  # the rest of what is wanted, now that the reader is under way
+            self._start()
 
     def done(self, key: tuple[int, int]) -> None:
         """The reader is through with this shard: unpin it, fetch the next ones."""

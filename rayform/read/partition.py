@@ -11,7 +11,9 @@ The positions are cut into ``P`` canonical partitions. Partition ``c`` gives
 ``b_c = ⌊(c+1)G/P⌋ − ⌊cG/P⌋`` samples to every global batch and owns the consecutive
 positions ``[K·⌊cG/P⌋, K·⌊(c+1)G/P⌋)``: a stretch of the epoch order, so of a few shards.
 Inside a partition, consecutive windows of ``window`` positions are each permuted (seeded
-by seed, epoch, partition and window).
+by seed, epoch, partition and window), after a ramp of windows of ``b_c``, ``2b_c``, ``4b_c``
+… positions, so that the first global batches read the first samples of the epoch's first
+shards (a stream starts once those have arrived).
 
 Global batch ``k`` is, partition after partition, each partition's items
 ``[k·b_c, (k+1)·b_c)``. Rank ``r`` of ``R`` takes its ``G/R`` consecutive slots of it, so
@@ -85,22 +87,40 @@ class EpochPlan:
         within = (k[:, None] * width[None, :] + (slots - self.bounds[part])[None, :]).ravel()
         part = np.broadcast_to(part, (len(k), len(slots))).ravel()
         width = np.broadcast_to(width, (len(k), len(slots))).ravel()
-        return np.asarray(self.steps * self.bounds[part] + self._shuffled(part, within, self.steps * width))
+        return np.asarray(self.steps * self.bounds[part] + self._shuffled(part, within, self.steps * width, width))
 
-    def _shuffled(self, part: np.ndarray, within: np.ndarray, length: np.ndarray) -> np.ndarray:
+    def _shuffled(self, part: np.ndarray, within: np.ndarray, length: np.ndarray, width: np.ndarray) -> np.ndarray:
         """Each position inside its partition, permuted within its window."""
         if self.window <= 1 or not len(within):
             return within
-        window = within // self.window
+        window, start, size = self._windows(within, width)
         out = np.empty_like(within)
         keys, inverse = np.unique(np.stack([part, window]), axis=1, return_inverse=True)
         inverse = inverse.ravel()
         for j, (c, w) in enumerate(keys.T.tolist()):
-            mine = inverse == j
-            start = w * self.window
-            size = min(self.window, int(length[mine][0]) - start)
-            out[mine] = start + self._perm(c, w, size)(within[mine] - start)
+            mine = np.flatnonzero(inverse == j)
+            first = int(start[mine[0]])
+            n = min(int(size[mine[0]]), int(length[mine[0]]) - first)
+            out[mine] = first + self._perm(c, w, n)(within[mine] - first)
         return out
+
+    def _windows(self, within: np.ndarray, width: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(index, start, size)`` of the window of each position inside its partition.
+
+        The first windows ramp up: ``b``, ``2b``, ``4b`` … positions (``b``, the partition's
+        share of one global batch), then ``window`` each. So the first global batch reads the
+        first ``b`` positions of its partitions, the first shard's first samples: a stream
+        starts as soon as they have arrived, not once the ``window`` positions around them
+        have (a shard's worth of bytes)."""
+        base = np.minimum(width, self.window)
+        ramp = np.ceil(np.log2(self.window / base)).astype(np.int64)  # windows before full size: b·2**ramp ≥ window
+        ramp_end = base * ((1 << ramp) - 1)
+        in_ramp = within < ramp_end
+        j = np.floor(np.log2((within + base) // base)).astype(np.int64)  # (within + b) // b in [2**j, 2**(j+1))
+        index = np.where(in_ramp, j, ramp + (within - ramp_end) // self.window)
+        start = np.where(in_ramp, base * ((1 << j) - 1), ramp_end + (index - ramp) * self.window)
+        size = np.where(in_ramp, base << j, self.window)
+        return index, start, size
 
     def _perm(self, part: int, window: int, size: int) -> Permutation:
         perm = self._perms.get((part, window))

@@ -66,6 +66,7 @@ def read_steps(readers: list[PackReader], order: EpochOrder, plan: EpochPlan, sl
                     for i, (key, raw) in zip(mine.tolist(), readers[p].raw_many(ids[at][mine])):
                         raw["__key__"], raw["__part__"], raw["__shard__"] = key, p, int(shards[at][i])
                         raws[i] = raw
+                fetch.warmed()  # its samples are read: now the shards after them may share the link
                 yield k, raws
                 for key in needs[j]:
                     uses[key] -= 1

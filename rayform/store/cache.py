@@ -28,6 +28,8 @@ import fcntl
 import hashlib
 import os
 import shutil
+import struct
+import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -39,6 +41,7 @@ from rayform.store import eviction
 from rayform.store.files import (
     STALE_TEMP_SECONDS,
     VERIFIED_DIR,
+    is_temporary,
     mark_verified,
     open_temporary,
     publish,
@@ -113,17 +116,51 @@ class ShardCache:
             return None
 
     @contextlib.contextmanager
-    def fetching(self, digest: str) -> Iterator[None]:
-        """Held while this process fetches ``digest``: the others wait for its copy."""
+    def fetching(self, digest: str) -> Iterator[FetchLock]:
+        """Held while this process fetches ``digest``: the others wait for its copy (and may
+        read it as it arrives: :meth:`arriving_elsewhere`)."""
         path = self.root / "locks" / names.digest(digest)
         _usable(self.root, lambda: path.parent.mkdir(parents=True, exist_ok=True))
         fd = _usable(self.root, lambda: os.open(path, os.O_RDWR | os.O_CREAT, 0o644))
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
+            yield FetchLock(fd)
         finally:
             unlink_if_present(path)  # a later fetcher makes a new one; at worst two fetch at once
             os.close(fd)
+
+    def arriving_elsewhere(self, digest: str, wait_s: float = 0.05) -> ArrivingCopy | None:
+        """The copy of ``digest`` that another process of this machine is fetching now, to read
+        as it arrives (its verified bytes), or None if none is (or it has not said where yet,
+        within ``wait_s``)."""
+        path = self.root / "locks" / names.digest(digest)
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError:
+            return None
+        try:
+            deadline = time.monotonic() + wait_s
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+                    return None  # no one holds it: no one is fetching (the lock goes with the fd)
+                except BlockingIOError:
+                    pass
+                head = os.pread(fd, FetchLock.HEAD + 64, 0)
+                name = head[FetchLock.HEAD:].decode("ascii", "replace")
+                if is_temporary(name):  # ours by its name: never a path a lock file could smuggle in
+                    copy = os.open(self.blob_path(digest).parent / name, os.O_RDONLY)
+                    found = ArrivingCopy(copy, fd)
+                    fd = -1
+                    return found
+                if time.monotonic() > deadline:
+                    return None
+                time.sleep(0.002)
+        except OSError:
+            return None
+        finally:
+            if fd >= 0:
+                os.close(fd)
 
     # -- refs --------------------------------------------------------------------------
     def ref_path(self, store_id: str, key: str) -> Path:
@@ -193,6 +230,41 @@ class ShardCache:
         return sweep_temporaries(self.root, older_than) if self.root.is_dir() else 0
 
 
+class FetchLock:
+    """The lock of a blob being fetched, and what it tells the machine's other processes:
+    how many bytes of the copy are verified (``HEAD`` bytes) and the copy's file name."""
+
+    HEAD = 8
+
+    def __init__(self, fd: int):
+        self.fd = fd
+
+    def announce(self, copy: str) -> None:
+        os.pwrite(self.fd, struct.pack("<Q", 0) + os.path.basename(copy).encode("ascii"), 0)
+
+    def progress(self, verified: int) -> None:
+        """Bytes ``[0, verified)`` of the copy are written and verified (say so after writing them)."""
+        os.pwrite(self.fd, struct.pack("<Q", verified), 0)
+
+
+class ArrivingCopy:
+    """Another process's copy of a blob as it arrives: the copy (``fd``) and its lock, which
+    says how far it is verified (``verified``, read from the lock each time)."""
+
+    def __init__(self, fd: int, lock_fd: int):
+        self.fd, self._lock_fd = fd, lock_fd
+
+    def verified(self) -> int:
+        head = os.pread(self._lock_fd, FetchLock.HEAD, 0)
+        return struct.unpack("<Q", head)[0] if len(head) == FetchLock.HEAD else 0
+
+    def close(self) -> None:
+        fds, self.fd, self._lock_fd = (self.fd, self._lock_fd), -1, -1
+        for fd in fds:
+            if fd >= 0:
+                os.close(fd)
+
+
 class CacheWriter:
     """A blob arriving in the cache: written under a unique temporary name beside its place,
     hashed on the way, and renamed into place only if its bytes hash to its name. It is
@@ -211,6 +283,12 @@ class CacheWriter:
     def fileno(self) -> int:
         assert self._fd is not None, "closed"
         return self._fd
+
+    @property
+    def temporary(self) -> str:
+        """The copy's path while it arrives."""
+        assert self._tmp is not None, "committed"
+        return self._tmp
 
     def reserve(self, size: int) -> None:
         """Make the file ``size`` bytes long before it is written (a reader maps it whole)."""

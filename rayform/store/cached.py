@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from rayform import config
-from rayform.errors import BlobNotFound, IntegrityError, OfflineError
+from rayform.errors import BlobNotFound, IntegrityError, OfflineError, StoreError
 from rayform.store.cache import ShardCache
 from rayform.store.fetch import Arrival, Retry, ShardStream, Transfer
 from rayform.store.files import CHUNK, canonical_json, read_known_good, verify_once
@@ -227,12 +227,21 @@ class CachedStore:
         if self.cache is None:
             return self.local_blob(digest, what, pull)  # raises: missing or bad
         self._reach(what, pull)
-        with self.cache.fetching(digest):
+        if arrival is not None and chunks is not None:
+            elsewhere = self.cache.arriving_elsewhere(digest)  # another process of the machine fetches it now
+            if elsewhere is not None:
+                arrival.begin_elsewhere(elsewhere, size)
+        with self.cache.fetching(digest) as lock:
             found = self.local_copy(digest)
             if found is None:
+                if arrival is not None and arrival.elsewhere is not None:  # that fetch failed: said to the reader
+                    arrival.end(StoreError(
+                        f"{what}: the process fetching it into {self.cache.root} stopped at byte "
+                        f"{arrival.reached()} of {size}, before the sample read here. Run again"))
+                    arrival = None
                 # read in this thread (the caller's fetch threads give the concurrency): no hand-over
                 Transfer(size, what, self._opener(digest, retry), self.cache.writer(digest, size), self.display, retry,
-                         chunks, chunk_bytes).run(arrival=arrival)  # verified, renamed into place
+                         chunks, chunk_bytes, lock=lock).run(arrival=arrival)  # verified, renamed into place
                 found = self.cache.blob_path(digest)
         return found
 

@@ -38,7 +38,7 @@ from rayform.errors import (
     StoreError,
 )
 from rayform.store import objectread
-from rayform.store.cache import CacheWriter
+from rayform.store.cache import ArrivingCopy, CacheWriter, FetchLock
 
 STREAM_CHUNK = 1 << 20  # bytes asked of the store per read (and handed over at a time without chunk digests)
 READ_AHEAD = 16  # chunks fetched ahead of the reader: 16 MiB a stream, so I/O overlaps decoding
@@ -71,22 +71,37 @@ class Retry:
 
 class Arrival:
     """A shard on its way into the cache, as a reader sees it: its copy (``fd``, written front
-    to back, made its full size first) and how many bytes of it are ``verified`` against the
-    pack's chunk digests, so samples are read by offset while the rest arrives. Made by the
-    reader, passed to ``CachedStore.fetch``; only a fetch with chunk digests begins one (a
-    shard already cached, fetched by another process, or of an older pack just ends)."""
+    to back, made its full size first) and how many of its bytes are verified against the
+    pack's chunk digests, so samples are read by offset while the rest arrives. The copy is
+    this process's own fetch's (``begin``, told each chunk by ``advance``) or another
+    process's on this machine (``begin_elsewhere``: how far it is verified is read from that
+    fetch's lock). Made by the reader, passed to ``CachedStore.fetch``; only a fetch with
+    chunk digests begins one (a cached shard, or one of an older pack, just ends)."""
+
+    POLL_S = 0.002  # how often a reader of another process's copy looks how far it got
 
     def __init__(self) -> None:
         self._changed = threading.Condition()
-        self.fd: int | None = None  # our own duplicate of the copy's descriptor, once begun
+        self.fd: int | None = None  # the copy, once begun (a descriptor of our own)
         self.verified = 0
         self.size = 0
         self.ended = False
         self.error: BaseException | None = None
+        self.elsewhere: ArrivingCopy | None = None
+        self._released = False  # the reader is done with it
 
     def begin(self, fd: int, size: int) -> None:
         with self._changed:
-            self.fd, self.size = os.dup(fd), size
+            if self.fd is None and not self.ended:
+                self.fd, self.size = os.dup(fd), size
+            self._changed.notify_all()
+
+    def begin_elsewhere(self, copy: ArrivingCopy, size: int) -> None:
+        with self._changed:
+            if self.fd is not None or self.ended:
+                copy.close()
+                return
+            self.elsewhere, self.fd, self.size = copy, copy.fd, size
             self._changed.notify_all()
 
     def advance(self, verified: int) -> None:
@@ -99,6 +114,15 @@ class Arrival:
             if not self.ended:
                 self.ended, self.error = True, error
             self._changed.notify_all()
+            if self._released:
+                self._close()
+
+    def reached(self) -> int:
+        """Bytes of the copy verified so far."""
+        with self._changed:
+            if self.elsewhere is None:
+                return self.verified
+            return min(self.elsewhere.verified(), self.size)  # another process's word: never past the end
 
     def wait_begun(self) -> bool:
         """Wait until the copy can be read as it arrives (True) or the fetch has ended (False)."""
@@ -109,21 +133,33 @@ class Arrival:
     def wait_for(self, end: int) -> None:
         """Wait until bytes ``[0, end)`` are verified; raise what ended the fetch short of them."""
         with self._changed:
-            self._changed.wait_for(lambda: self.verified >= end or self.ended)
-            if self.verified < end:
-                raise self.error if self.error is not None else StoreError(
-                    f"the shard ended at byte {self.verified}, a sample needs {end}")
+            while self.reached() < end:
+                if self.ended:
+                    if self.reached() >= end:
+                        return
+                    raise self.error if self.error is not None else StoreError(
+                        f"the shard's copy ended at byte {self.reached()}; a sample needs {end}")
+                self._changed.wait(None if self.elsewhere is None else self.POLL_S)
 
     @property
     def whole(self) -> bool:
         """Every byte arrived and verified, and the shard is in the cache."""
-        return self.ended and self.error is None and self.verified >= self.size
+        return self.ended and self.error is None and self.reached() >= self.size
 
     def close(self) -> None:
+        """The reader is done with it: its descriptors are closed once the fetch has ended too
+        (the fetch still reads how far another process's copy got)."""
         with self._changed:
-            if self.fd is not None:
-                os.close(self.fd)
-                self.fd = None
+            self._released = True
+            if self.ended:
+                self._close()
+
+    def _close(self) -> None:
+        if self.elsewhere is not None:
+            self.elsewhere.close()
+        elif self.fd is not None:
+            os.close(self.fd)
+        self.fd, self.elsewhere = None, None
 
 
 class Transfer:
@@ -136,8 +172,9 @@ class Transfer:
 
     def __init__(self, size: int, what: str, open_at: Callable[[int], objectread.SequentialRead],
                  arriving: CacheWriter, origin: str, retry: Retry, chunks: bytes | None = None, chunk_bytes: int = 0,
-                 stop: threading.Event | None = None):
+                 stop: threading.Event | None = None, lock: FetchLock | None = None):
         self.size, self.what, self.origin, self.retry = size, what, origin, retry
+        self._lock = lock  # tells the machine's other processes how far the copy is verified
         self.chunks, self.chunk_bytes = chunks, chunk_bytes
         self._open_at, self._arriving = open_at, arriving
         self._stop = stop or threading.Event()
@@ -152,11 +189,15 @@ class Transfer:
         and in the cache, False if stopped first. Raises what ended it."""
         piece = self.chunk_bytes if self.chunks is not None else STREAM_CHUNK
         buffer = memoryview(bytearray(max(1, min(piece, self.size))))
-        if self.chunks is None:
-            arrival = None  # nothing of it is verified before the whole
-        if arrival is not None:
+        early = self.chunks is not None  # readable as it arrives: else nothing is verified before the whole
+        if early:
             self._arriving.reserve(self.size)
+            if self._lock is not None:
+                self._lock.announce(self._arriving.temporary)
+        if arrival is not None and early:
             arrival.begin(self._arriving.fileno(), self.size)
+        else:
+            arrival = None
         try:
             while self.verified < self.size:
                 need = min(piece, self.size - self.verified)
@@ -170,6 +211,8 @@ class Transfer:
                     self._check(data)
                 self._arriving.write(data)
                 self.verified += need
+                if early and self._lock is not None:
+                    self._lock.progress(self.verified)
                 if arrival is not None:
                     arrival.advance(self.verified)
                 if deliver is not None:

@@ -223,6 +223,11 @@ def alive(pid: int) -> bool:
     return True
 
 
+def is_temporary(name: str) -> bool:
+    """True for a file name of one of our temporaries (``temp_prefix``)."""
+    return _TEMP.fullmatch(name) is not None
+
+
 def is_stale(name: str, mtime: float, now: float | None = None, older_than: float = STALE_TEMP_SECONDS) -> bool:
     """True for a temporary of ours (by its name) whose writer is gone: on this host, a dead
     pid; anywhere, untouched for ``older_than`` seconds."""

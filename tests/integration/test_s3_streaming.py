@@ -252,7 +252,8 @@ def test_a_shard_whose_bytes_do_not_match_fails_clearly_and_is_not_kept(s3_demo,
     s3.put_object(Bucket=bucket, Key=key, Body=bytes(bad))
     try:
         # the flipped byte is caught by its chunk's digest, before the chunk is handed over
-        with pytest.raises(IntegrityError, match=f"shard 0 \\({shard[:16]}\\).*chunk .*nothing from that chunk on was used, and nothing of it was cached"):
+        with pytest.raises(IntegrityError, match=f"shard 0 \\({shard[:16]}\\).*chunk .*nothing from that chunk on was "
+                                                 "used, and nothing of it was cached"):
             list(ds)
         assert not ShardCache(tmp_path / "cache").has(shard)
     finally:
