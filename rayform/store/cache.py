@@ -150,7 +150,7 @@ class ShardCache:
                 name = head[FetchLock.HEAD:].decode("ascii", "replace")
                 if is_temporary(name):  # ours by its name: never a path a lock file could smuggle in
                     copy = os.open(self.blob_path(digest).parent / name, os.O_RDONLY)
-                    found = ArrivingCopy(copy, fd)
+                    found = ArrivingCopy(copy, fd, name)
                     fd = -1
                     return found
                 if time.monotonic() > deadline:
@@ -248,15 +248,28 @@ class FetchLock:
 
 
 class ArrivingCopy:
-    """Another process's copy of a blob as it arrives: the copy (``fd``) and its lock, which
-    says how far it is verified (``verified``, read from the lock each time)."""
+    """Another process's copy of a blob as it arrives: the copy (``fd``, named ``name``) and
+    its lock, which says how far it is verified (``verified``, read from the lock each time
+    while the lock still names this copy: a fetcher that died leaves its lock file to the
+    next, whose progress is not this copy's)."""
 
-    def __init__(self, fd: int, lock_fd: int):
-        self.fd, self._lock_fd = fd, lock_fd
+    def __init__(self, fd: int, lock_fd: int, name: str):
+        self.fd, self._lock_fd, self.name = fd, lock_fd, name
+        self._seen = 0
 
     def verified(self) -> int:
-        head = os.pread(self._lock_fd, FetchLock.HEAD, 0)
-        return struct.unpack("<Q", head)[0] if len(head) == FetchLock.HEAD else 0
+        if self._lock_fd >= 0:
+            head = os.pread(self._lock_fd, FetchLock.HEAD + 64, 0)
+            if head[FetchLock.HEAD:].decode("ascii", "replace") == self.name:
+                self._seen = max(self._seen, struct.unpack("<Q", head[:FetchLock.HEAD])[0])
+        return self._seen
+
+    def freeze(self) -> None:
+        """Its fetch has ended: what it verified is all this copy will hold."""
+        self.verified()
+        if self._lock_fd >= 0:
+            os.close(self._lock_fd)
+            self._lock_fd = -1
 
     def close(self) -> None:
         fds, self.fd, self._lock_fd = (self.fd, self._lock_fd), -1, -1

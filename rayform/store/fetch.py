@@ -113,6 +113,8 @@ class Arrival:
         with self._changed:
             if not self.ended:
                 self.ended, self.error = True, error
+                if self.elsewhere is not None:
+                    self.elsewhere.freeze()  # before this process may fetch it itself, through the same lock file
             self._changed.notify_all()
             if self._released:
                 self._close()
