@@ -141,3 +141,24 @@ def test_another_process_s_copy_is_read_as_it_arrives(shard, monkeypatch, dies):
     if not dies:
         assert arrival.whole
     arrival.close()
+
+
+def test_a_fetch_that_fails_before_its_shard_arrives_is_raised_not_waited_for(tmp_path, monkeypatch):
+    """A reader waits for a shard to begin arriving; a fetch job that fails before (here: in
+    the reader's fetch itself) must wake it with its error, never leave it waiting."""
+    from rayform.converters.demo import DemoConfig, ingest_demo
+    from rayform.read.reader import PackReader
+
+    monkeypatch.setenv("RAYFORM_CACHE_DIR", str(tmp_path / "cache"))
+    client = rayform.Client(f"memory://arrival-{uuid.uuid4().hex[:8]}")
+    s = client.slices.create(ingest_demo(client, "lab", DemoConfig(episodes=1, seconds=2.0, image_size=16),
+                                         progress=False))
+    client.pack(s, 15, workers=1, progress=False)
+    ds = rayform.torch.StreamingEpisodeDataset(client.slices.get(s.id), obs=["cam0/rgb"], fps=15, horizon=2)
+
+    def broken(self, shard, retry=None, arrival=None):
+        raise StoreError(f"shard {shard}: the link is down")
+
+    monkeypatch.setattr(PackReader, "fetch", broken)
+    with pytest.raises(StoreError, match="the link is down"):
+        next(iter(ds))
