@@ -14,7 +14,8 @@ import pytest
 
 import rayform
 from rayform.errors import IntegrityError, StoreError
-from rayform.store.fetch import Arrival, Retry
+from rayform.store.arrival import Arrival
+from rayform.store.fetch import Retry
 
 CHUNK = 4096
 pytestmark = pytest.mark.timeout(60)

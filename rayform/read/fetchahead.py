@@ -16,8 +16,9 @@ from collections.abc import Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from rayform.read.reader import PackReader
+from rayform.store.arrival import Arrival
 from rayform.store.eviction import Pin
-from rayform.store.fetch import Arrival, Retry
+from rayform.store.fetch import Retry
 
 THREADS = 4  # shards fetched at once per reader: enough to keep a loopback or LAN link busy
 AHEAD = 4  # shards fetched (and pinned) before the reader gets to them, at most

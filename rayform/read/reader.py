@@ -45,9 +45,10 @@ from rayform.codec import records
 from rayform.errors import BlobNotFound, IntegrityError, Malformed, StoreError
 from rayform.pack.manifest import Pack
 from rayform.store import files
+from rayform.store.arrival import Arrival
 from rayform.store.cached import CachedStore, StoreRef
 from rayform.store.eviction import Pin
-from rayform.store.fetch import Arrival, Retry
+from rayform.store.fetch import Retry
 
 MAX_MAPS = 256  # shards kept mapped (and pinned) per reader; each costs a file descriptor
 # Bytes of shards (and index) read through the maps before their pages are dropped from this

@@ -26,8 +26,9 @@ from typing import IO, Any
 
 from rayform import config
 from rayform.errors import BlobNotFound, IntegrityError, OfflineError, StoreError
+from rayform.store.arrival import Arrival
 from rayform.store.cache import ShardCache
-from rayform.store.fetch import Arrival, Retry, ShardStream, Transfer
+from rayform.store.fetch import Retry, ShardStream, Transfer
 from rayform.store.files import CHUNK, canonical_json, read_known_good, verify_once
 from rayform.store.objectread import SequentialRead
 from rayform.store.store import Store

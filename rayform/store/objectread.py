@@ -22,14 +22,20 @@ message.
 
 from __future__ import annotations
 
+import hashlib
+import time
 import urllib.error
 import urllib.request
 from typing import IO, Protocol
 
 from fsspec import AbstractFileSystem
 
-SIGNED_URL_SECONDS = 3600  # signed again on every (re)open, so a long shard never outlives it
+SIGNED_URL_SECONDS = 3600  # a URL is used for at most half of this, so a long shard never outlives it
 TIMEOUT_S = 60.0  # the default; the streaming dataset's Retry(timeout_s=...) sets it
+SIGNED_KEPT = 4096  # signed URLs kept per process (module-level, so forked workers find their parent's)
+# (filesystem token, path) -> (url, when it was signed): signing the first URL builds a signer
+# (about 60 ms on S3), which a forked DataLoader worker would otherwise pay before its first byte
+_signed: dict[tuple[str, str], tuple[str, float]] = {}
 
 
 class SequentialRead(Protocol):
@@ -63,11 +69,27 @@ def direct_url(fs: AbstractFileSystem, path: str) -> str | None:
     if {"http", "https"} & set(protocols):
         # headers, auth or client options of its own: only its client knows how to send them
         return None if (getattr(fs, "kwargs", None) or client_kwargs) else path
+    key = (_identity(fs), path)
+    kept = _signed.get(key)
+    if kept is not None and time.time() - kept[1] < SIGNED_URL_SECONDS / 2:
+        return kept[0]
     try:
         url = fs.sign(path, expiration=SIGNED_URL_SECONDS)
     except Exception:  # NotImplementedError, or credentials that cannot sign
         return None
-    return url if isinstance(url, str) and url.startswith(("https://", "http://")) else None
+    if not (isinstance(url, str) and url.startswith(("https://", "http://"))):
+        return None
+    if len(_signed) >= SIGNED_KEPT:
+        _signed.clear()
+    _signed[key] = (url, time.time())
+    return url
+
+
+def _identity(fs: AbstractFileSystem) -> str:
+    """Which endpoint and credentials a filesystem signs with, the same in a forked process
+    (fsspec's own token includes the pid); a hash, so no credential is kept in the key."""
+    options = getattr(fs, "storage_options", None) or {}
+    return hashlib.sha256(repr((type(fs).__qualname__, sorted(options.items(), key=str))).encode()).hexdigest()
 
 
 class HttpGet:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import datetime
 import logging
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -175,6 +175,12 @@ class Store:
         """A raw reader of a blob from byte ``start`` to its end (one streaming request where
         the store allows it), NOT verified: the caller hashes what it reads."""
         return objectread.open_at(self.fs, self.blob_path(digest), start, STREAM_BLOCK, timeout_s)
+
+    def presign(self, digests: Iterable[str]) -> None:
+        """Sign read URLs for these blobs now, where the store signs them (``objectread``): a
+        DataLoader worker forked later finds them signed and makes its first request at once."""
+        for digest in digests:
+            objectread.direct_url(self.fs, self.blob_path(digest))
 
     def read_range(self, digest: str, start: int, size: int) -> bytes:
         """``size`` bytes of a blob from byte ``start`` (fewer where it ends sooner), NOT

@@ -78,3 +78,38 @@ def test_request_options_a_signed_get_would_drop_keep_the_filesystems_own_reads(
     assert not isinstance(r, objectread.HttpGet)
     assert _all(r) == data[1234:]
     assert s3_endpoint.count("GET") >= 1
+
+
+def _signed_in_child(path, options, out):
+    """In a forked process: a new filesystem of the same options finds the parent's signed URL."""
+    fs = fsspec.filesystem("s3", **options, skip_instance_cache=True)
+    fs.sign = lambda *a, **k: (_ for _ in ()).throw(AssertionError("signed again"))
+    out.put(objectread.direct_url(fs, path))
+
+
+def test_a_signed_url_is_kept_and_a_forked_worker_reads_with_its_parent_s(s3_endpoint, s3_object, monkeypatch):
+    """Signing a first URL builds a signer (~60 ms): a dataset signs its shards' URLs when made,
+    and a DataLoader worker forked after uses them, until half their life is gone."""
+    import multiprocessing
+
+    fs, path, data = s3_object
+    monkeypatch.setattr(objectread, "_signed", {})
+    url = objectread.direct_url(fs, path)
+    signs = []
+    real_sign = fs.sign
+    monkeypatch.setattr(fs, "sign", lambda *a, **k: signs.append(a) or real_sign(*a, **k))
+    assert objectread.direct_url(fs, path) == url and signs == []
+    ctx = multiprocessing.get_context("fork")
+    out = ctx.Queue()
+    child = ctx.Process(target=_signed_in_child, args=(path, s3_endpoint.storage_options, out))
+    child.start()
+    assert out.get(timeout=30) == url
+    child.join(10)
+    assert child.exitcode == 0
+    assert _all(objectread.open_at(fs, path, 0, block_size=8192)) == data
+    other = fsspec.filesystem("s3", **{**s3_endpoint.storage_options, "secret": "other"}, skip_instance_cache=True)
+    assert objectread._identity(other) != objectread._identity(fs)  # another key: never another's URL
+    now = objectread.time.time()
+    monkeypatch.setattr(objectread.time, "time", lambda: now + objectread.SIGNED_URL_SECONDS / 2 + 1)
+    objectread.direct_url(fs, path)
+    assert len(signs) == 1  # half its life gone: signed again
