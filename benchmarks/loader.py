@@ -114,10 +114,13 @@ def cpu_seconds() -> float:
     return total
 
 
-def live_worker_peak_mib() -> float:
-    """The largest peak RSS (VmHWM) of the live children, e.g. persistent DataLoader workers."""
+def live_worker_peak_mib(exclude: int | None = None) -> float:
+    """The largest peak RSS (VmHWM) of the live children (but ``exclude``), e.g. persistent
+    DataLoader workers."""
     peak = 0.0
     for pid in _children():
+        if exclude is not None and int(pid) == exclude:
+            continue
         try:
             for line in Path(f"/proc/{pid}/status").read_text().splitlines():
                 if line.startswith("VmHWM:"):
@@ -239,8 +242,8 @@ def main() -> None:
         per_sample = decodes[0] if decodes else 1  # frames decoded per camera per sample
         print(f"{name:40} {rate:10.0f} {rate * per_sample / bound:8.2f} {1000 * cpu:10.3f} {cpu / bound_cpu:12.2f} "
               f"{extra}")
-    me, kids = peak_rss_mib()
-    print(f"\npeak RSS: main {me:.0f} MiB, largest EpisodeDataset worker {max(kids, worker_peak):.0f} MiB; "
+    me, _ = peak_rss_mib()
+    print(f"\npeak RSS: main {me:.0f} MiB, largest EpisodeDataset worker {worker_peak:.0f} MiB; "
           f"cpu cores: {os.cpu_count()}")
 
 

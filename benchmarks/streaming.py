@@ -111,6 +111,7 @@ def main() -> None:
         rows.append(("webdataset pipeline, local shards", res[-1][1], res[0][0], res[-1][3]))
 
         cold, cached, firsts, server_cpu, mixes, cold_cpu, cached_cpu = [], [], [], [], [], [], []
+        worker_peaks: list[float] = []
         for r in range(args.repeats):  # the bound, a cold and a cached epoch in turn: drift hits all alike
             if r:
                 measure_bound()
@@ -125,6 +126,7 @@ def main() -> None:
                 res = bench.run_loader(loader, args.epochs, ds.set_epoch, seen)  # only epoch 1 reaches the server
                 mixes += [mixing(epoch, len(slice_.segments)) for epoch in seen]
                 server_cpu.append(cpu_seconds(moto.pid) - server_before)
+                worker_peaks.append(bench.live_worker_peak_mib(exclude=moto.pid))  # the persistent workers, still alive
                 del loader
             cold.append(res[0][1])
             cached.append(res[-1][1])
@@ -155,8 +157,9 @@ def main() -> None:
           f"{mixes[0].uniform:.1f}: {median([m.ratio for m in mixes]):.2f}× (epochs: "
           f"{', '.join(f'{m.ratio:.2f}' for m in mixes)}); lag-1 correlation of episodes "
           f"{median([m.lag1 for m in mixes]):+.2f}")
-    me, kids = bench.peak_rss_mib()
-    print(f"peak RSS: main {me:.0f} MiB, largest worker {kids:.0f} MiB")
+    me, _ = bench.peak_rss_mib()
+    print(f"peak RSS: main {me:.0f} MiB, largest DataLoader worker {max(worker_peaks):.0f} MiB (the S3 server's "
+          "own is not counted)")
 
 
 if __name__ == "__main__":

@@ -73,17 +73,22 @@ def test_keeping_a_small_tensor_of_every_batch_lets_the_images_go(dataset):
     assert all(torch.equal(k, r) for k, r in zip(kept, reference))
 
 
+def _transformed(dataset, transform):
+    """(the batches with ``transform``, through forked workers; the batches without it, in process)."""
+    reference = _copies(DataLoader(dataset, batch_size=8, num_workers=0))
+    dataset.transform = transform
+    try:
+        return list(_loader(dataset)), reference
+    finally:
+        dataset.transform = None
+
+
 def test_a_transform_that_replaces_an_image_gets_its_own_memory(dataset):
     def flip(sample):
         sample["cam0/rgb"] = sample["cam0/rgb"].flip(-1)
         return sample
 
-    reference = _copies(DataLoader(dataset, batch_size=8, num_workers=0))
-    dataset.transform = flip
-    try:
-        held = list(_loader(dataset))
-    finally:
-        dataset.transform = None
+    held, reference = _transformed(dataset, flip)
     for h, r in zip(held, reference):
         assert torch.equal(h["cam0/rgb"], r["cam0/rgb"].flip(-1)) and torch.equal(h["wrist/rgb"], r["wrist/rgb"])
 
@@ -95,12 +100,7 @@ def test_a_transform_that_narrows_an_image_to_a_view_of_its_row_is_collated_as_i
         sample["cam0/rgb"] = sample["cam0/rgb"][:, :, ::2]
         return sample
 
-    reference = _copies(DataLoader(dataset, batch_size=8, num_workers=0))
-    dataset.transform = every_other_column
-    try:
-        held = list(_loader(dataset))
-    finally:
-        dataset.transform = None
+    held, reference = _transformed(dataset, every_other_column)
     for h, r in zip(held, reference):
         assert h["cam0/rgb"].shape[1:] == (3, 32, 16)
         assert torch.equal(h["cam0/rgb"], r["cam0/rgb"][:, :, :, ::2]) and torch.equal(h["wrist/rgb"], r["wrist/rgb"])

@@ -34,7 +34,9 @@ PRESIGNED = 1024  # shards whose read URLs a dataset signs when made (signing th
 @dataclass(frozen=True)
 class ShuffleConfig:
     """Within each partition of an epoch, consecutive windows of ``window`` samples are
-    permuted (0 or 1: read in the epoch's order). Seeded by the dataset's ``seed``."""
+    permuted (0 or 1: read in the epoch's order), after a ramp of windows of one, two, four …
+    global batches' share of the partition (so a stream starts on its first shards' first
+    samples: ``rayform.read.partition``). Seeded by the dataset's ``seed``."""
 
     window: int = 1000
 
