@@ -15,8 +15,10 @@ Mapped pages count in a process's RSS (monitors and cgroup limits see them) alth
 are the page cache's: a random reader over a large slice would end up with the whole slice
 resident. So once about ``RESIDENT_BYTES`` may have been mapped by reads, the maps' pages are
 dropped from the process (``drop_pages``; they stay cached). A random reader
-(``whole_shards=False``, as ``EpisodeDataset``'s) maps only what it reads; a streaming one
-maps each shard whole in one call.
+(``whole_shards=False``, as ``EpisodeDataset``'s) and a streaming one alike map a page only
+when it is read (``MAP_POPULATE`` of a whole shard put all of it in the reader's RSS at once:
+a 66 MB shard of a large slice was 60 MB more in a worker, between one page drop and the
+next).
 
 Verification: a shard is hashed whole before its first use (once per file version for all
 processes: ``files.verify_once``), except where a random reader reads a local store's shard
@@ -68,8 +70,8 @@ class PackReader:
         self.pack = pack
         self.members = members
         self._cols = [pack.member_column(m) for m in members]
-        # reading shards through (streaming): map each shard's pages in one go; reading a
-        # few samples of many shards (random access): map only what is read
+        # reading shards through (streaming), or a few samples of many shards (random access:
+        # a local store's shards are then verified by the chunks read, ``ChunkCheck``)
         self.whole_shards = whole_shards
         self._reset()
 
@@ -198,10 +200,10 @@ class PackReader:
             return self._map_by_chunks(shard)
         path, pin = self.pinned(shard)
         if pin is not None and pin.fd is not None:
-            m = _map_file(pin.fd, self.whole_shards)  # the pinned file itself, whatever the path names by now
+            m = _map_file(pin.fd)  # the pinned file itself, whatever the path names by now
         else:
             with open(path, "rb") as f:
-                m = _map_file(f.fileno(), self.whole_shards)
+                m = _map_file(f.fileno())
         return self._keep(shard, m, pin)
 
     def _keep(self, shard: int, m: mmap.mmap, pin: Pin | None) -> mmap.mmap:
@@ -227,7 +229,7 @@ class PackReader:
                 if size != info.bytes:
                     raise IntegrityError(f"{what}: {size} bytes in {self.store.display}, the pack says {info.bytes}. "
                                          "The stored copy is corrupt")
-                m = _map_file(f.fileno(), populate=False)
+                m = _map_file(f.fileno())
         except (FileNotFoundError, NotADirectoryError):
             raise BlobNotFound(f"{what}: not in {self.store.display}") from None
         if not files.known_good(path, info.sha256, stamp):
@@ -345,11 +347,9 @@ def _chunk_buffer(size: int) -> memoryview:
     return buffer
 
 
-def _map_file(fd: int, populate: bool = True) -> mmap.mmap:
-    # MAP_POPULATE maps the whole (page-cached) shard in one call instead of a page fault
-    # per 4 KiB on first touch: right for a shard read through, wrong for a few samples of it.
-    flags = mmap.MAP_SHARED | (getattr(mmap, "MAP_POPULATE", 0) if populate else 0)
-    return mmap.mmap(fd, 0, flags=flags, prot=mmap.PROT_READ)
+def _map_file(fd: int) -> mmap.mmap:
+    # pages are mapped as they are read (a fault maps the page-cached pages around it too)
+    return mmap.mmap(fd, 0, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ)
 
 
 def _map_index(path: Path, shape: tuple[int, int], what: str) -> tuple[mmap.mmap, np.ndarray]:
@@ -360,7 +360,7 @@ def _map_index(path: Path, shape: tuple[int, int], what: str) -> tuple[mmap.mmap
         found, dtype, offset = records.npy_header(head, what)
         if found != shape or dtype != np.dtype("<i8") or size - offset != shape[0] * shape[1] * 8:
             raise Malformed(f"{what}: {found} {dtype} in {size - offset} bytes, the pack needs {shape} int64")
-        m = _map_file(f.fileno(), populate=False)
+        m = _map_file(f.fileno())
     return m, np.frombuffer(m, "<i8", shape[0] * shape[1], offset).reshape(shape)
 
 

@@ -3,8 +3,6 @@ datasets with their workers' memory where a small slice's is (asserted on RSS, n
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 
@@ -37,7 +35,19 @@ def _slice(client: rayform.Client, samples: int, name: str) -> rayform.Slice:
     return client.slices.create(refs, name=name)
 
 
-def _children() -> set[int]:
+# Run in a process of its own per figure: a forked worker's RSS counts every page of its
+# parent's heap (fork copies the page tables), and the test process's heap depends on the
+# tests that ran before, not on the slice.
+MEASURE = r"""
+import json, sys
+from pathlib import Path
+import rayform
+from torch.utils.data import DataLoader
+
+store, slice_id, streaming, batches, fps = sys.argv[1], sys.argv[2], sys.argv[3] == "1", int(sys.argv[4]), float(sys.argv[5])
+
+
+def children():
     out = set()
     for task in Path("/proc/self/task").iterdir():
         try:  # a thread (pin-memory, a queue's feeder) may end between the listing and the read
@@ -47,7 +57,7 @@ def _children() -> set[int]:
     return out
 
 
-def _rss_mib(pid: int) -> float:
+def rss_mib(pid):
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
             if line.startswith("VmRSS:"):
@@ -57,28 +67,39 @@ def _rss_mib(pid: int) -> float:
     return 0.0
 
 
-def _largest_worker(slice_: rayform.Slice, streaming: bool, batches: int = 120) -> tuple[float, int]:
-    """The largest DataLoader worker's RSS over ``batches`` batches of 64, and the samples seen."""
-    from torch.utils.data import DataLoader
+slice_ = rayform.Client(store).slices.get(slice_id)
+kw = dict(obs=["cam/rgb", "joints"], action="joints", fps=fps, horizon=2)
+if streaming:
+    ds = rayform.torch.StreamingEpisodeDataset(slice_, **kw, batch_size=64)
+    loader = DataLoader(ds, batch_size=None, num_workers=2)
+else:
+    ds = rayform.torch.EpisodeDataset(slice_, **kw)
+    loader = DataLoader(ds, batch_size=64, num_workers=2, shuffle=True)
+peak, seen = 0.0, 0
+for n, batch in enumerate(loader):
+    assert batch["cam/rgb"].shape[1:] == (3, 16, 16) and batch["action"].shape[1:] == (2, 2)
+    seen += len(batch["cam/rgb"])
+    if n % 10 == 0:
+        peak = max([peak] + [rss_mib(p) for p in children()])
+    if n >= batches:
+        break
+print(json.dumps({"peak": peak, "seen": seen, "len": len(ds)}))
+"""
 
-    kw = dict(obs=["cam/rgb", "joints"], action="joints", fps=FPS, horizon=2)
-    before = _children()
-    if streaming:
-        ds = rayform.torch.StreamingEpisodeDataset(slice_, **kw, batch_size=64)
-        loader = DataLoader(ds, batch_size=None, num_workers=2)
-    else:
-        ds = rayform.torch.EpisodeDataset(slice_, **kw)
-        loader = DataLoader(ds, batch_size=64, num_workers=2, shuffle=True)
-    peak, seen = 0.0, 0
-    for n, batch in enumerate(loader):
-        assert batch["cam/rgb"].shape[1:] == (3, 16, 16) and batch["action"].shape[1:] == (2, 2)
-        seen += len(batch["cam/rgb"])
-        if n % 10 == 0:
-            peak = max([peak] + [_rss_mib(p) for p in _children() - before])
-        if n >= batches:
-            break
-    assert len(ds) >= (LARGE if len(ds) > SMALL * 2 else SMALL) - 64
-    return peak, seen
+
+def _largest_worker(slice_: rayform.Slice, streaming: bool, batches: int = 120) -> tuple[float, int]:
+    """The largest DataLoader worker's RSS over ``batches`` batches of 64, and the samples seen,
+    measured in a new process."""
+    import json
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", MEASURE, str(slice_.store.root), slice_.id, "1" if streaming else "0",
+                          str(batches), str(FPS)], capture_output=True, text=True, timeout=240)
+    assert out.returncode == 0, out.stderr[-2000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["len"] >= (LARGE if got["len"] > SMALL * 2 else SMALL) - 64
+    return got["peak"], got["seen"]
 
 
 @pytest.fixture(scope="module")
