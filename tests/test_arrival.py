@@ -10,6 +10,7 @@ import os
 import threading
 import uuid
 
+import numpy as np
 import pytest
 
 import rayform
@@ -163,3 +164,43 @@ def test_a_fetch_that_fails_before_its_shard_arrives_is_raised_not_waited_for(tm
     monkeypatch.setattr(PackReader, "fetch", broken)
     with pytest.raises(StoreError, match="the link is down"):
         next(iter(ds))
+
+
+def test_a_copy_arriving_at_another_size_than_the_pack_says_is_refused(tmp_path, monkeypatch):
+    """Another process may be fetching the same shard for another pack that claims another
+    size for it: the copy is checked against this pack's size before it is mapped."""
+    from rayform.converters.demo import DemoConfig, ingest_demo
+    from rayform.read.reader import PackReader
+
+    monkeypatch.setenv("RAYFORM_CACHE_DIR", str(tmp_path / "cache"))
+    client = rayform.Client(f"memory://arrival-{uuid.uuid4().hex[:8]}")
+    s = client.slices.create(ingest_demo(client, "lab", DemoConfig(episodes=1, seconds=2.0, image_size=16),
+                                         progress=False))
+    pack = client.pack(s, 15, workers=1, progress=False)
+    reader = PackReader(client.store, pack, pack.members)
+    copy = tmp_path / "short"
+    copy.write_bytes(b"0123456789")
+    arrival = Arrival()
+    with open(copy, "rb") as f:
+        arrival.begin(f.fileno(), pack.shards[0].bytes)
+    arrival.advance(pack.shards[0].bytes)
+    first = int(np.flatnonzero(reader.shard_of(np.arange(pack.samples)) == 0)[0])
+    reader.arriving(0, arrival)
+    with pytest.raises(IntegrityError, match="its copy arriving in the cache is 10 bytes, the pack says"):
+        reader.raw_many([first])
+    arrival.close()
+
+
+def test_a_lock_file_left_by_a_dead_fetcher_names_only_the_new_copy(tmp_path):
+    from rayform.store.cache import FetchLock
+
+    path = tmp_path / "lock"
+    path.write_bytes(b"\0" * FetchLock.HEAD + b".tmp-a-much-longer-host-name-4242424-kept1234")
+    fd = os.open(path, os.O_RDWR)
+    try:
+        FetchLock(fd).announce(str(tmp_path / ".tmp-h-1-abcd"))
+        FetchLock(fd).progress(4096)
+    finally:
+        os.close(fd)
+    data = path.read_bytes()
+    assert data[FetchLock.HEAD:] == b".tmp-h-1-abcd" and int.from_bytes(data[:FetchLock.HEAD], "little") == 4096

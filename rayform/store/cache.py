@@ -146,7 +146,7 @@ class ShardCache:
                     return None  # no one holds it: no one is fetching (the lock goes with the fd)
                 except BlockingIOError:
                     pass
-                head = os.pread(fd, FetchLock.HEAD + 64, 0)
+                head = os.pread(fd, FetchLock.HEAD + FetchLock.NAME, 0)
                 name = head[FetchLock.HEAD:].decode("ascii", "replace")
                 if is_temporary(name):  # ours by its name: never a path a lock file could smuggle in
                     copy = os.open(self.blob_path(digest).parent / name, os.O_RDONLY)
@@ -235,12 +235,14 @@ class FetchLock:
     how many bytes of the copy are verified (``HEAD`` bytes) and the copy's file name."""
 
     HEAD = 8
+    NAME = 256  # a temporary's name is at most ~70 characters (``files.temp_prefix``)
 
     def __init__(self, fd: int):
         self.fd = fd
 
     def announce(self, copy: str) -> None:
-        os.pwrite(self.fd, struct.pack("<Q", 0) + os.path.basename(copy).encode("ascii"), 0)
+        os.ftruncate(self.fd, 0)  # a lock file left by a dead fetcher may hold a longer name
+        os.pwrite(self.fd, struct.pack("<Q", 0) + os.path.basename(copy).encode("ascii")[:self.NAME], 0)
 
     def progress(self, verified: int) -> None:
         """Bytes ``[0, verified)`` of the copy are written and verified (say so after writing them)."""
@@ -259,7 +261,7 @@ class ArrivingCopy:
 
     def verified(self) -> int:
         if self._lock_fd >= 0:
-            head = os.pread(self._lock_fd, FetchLock.HEAD + 64, 0)
+            head = os.pread(self._lock_fd, FetchLock.HEAD + FetchLock.NAME, 0)
             if head[FetchLock.HEAD:].decode("ascii", "replace") == self.name:
                 self._seen = max(self._seen, struct.unpack("<Q", head[:FetchLock.HEAD])[0])
         return self._seen
