@@ -4,17 +4,19 @@ Layout under ``~/.cache/rayform`` (or ``RAYFORM_CACHE_DIR``)::
 
     blobs/<aa>/<sha256>                 a verified copy of a blob (shards, indexes, manifests)
     refs/<store id>/refs/...            the last refs read from each store (for offline use)
-    locks/<sha256>                      held while one process fetches that blob
+    locks/<sha256>                      held while one process fetches that blob; it names
+                                        the copy and how far it is verified (``FetchLock``)
 
 With a ``limit`` (``RAYFORM_CACHE_LIMIT``), room is made before each fetch by evicting the
 least recently used blobs that no process is reading (``rayform.store.eviction``).
 
 A blob is named by its hash, so a cached copy can never go stale. Every file arrives by a
 unique temporary name beside its target and an atomic rename, so any number of processes
-on any number of machines can share one cache over NFS or Lustre: a reader sees a whole
-file or none. A process about to fetch a blob takes its fetch lock, so the others on the
-machine wait for that copy instead of fetching their own (where locks do not reach, both
-write a whole copy; the second rename wins and both copies are valid).
+on any number of machines can share one cache over NFS or Lustre: a blob's place holds a
+whole file or none. A process about to fetch a blob takes its fetch lock, so the others on
+the machine read that copy as it arrives (its verified bytes only), or wait for it,
+instead of fetching their own (where locks do not reach, both write a whole copy; the
+second rename wins and both copies are valid).
 
 Every copy is verified once per process before it is used (and on arrival): a copy whose
 bytes do not hash to its name is deleted and fetched again. The cache knows nothing of
@@ -285,7 +287,7 @@ class CacheWriter:
     hashed on the way, and renamed into place only if its bytes hash to its name. It is
     pinned (a shared lock, which the rename keeps) until the copy is counted verified, so
     eviction cannot take it in between. Writes are unbuffered: what ``write`` returned from is
-    in the file, where a reader of a shard still arriving (``fetch.Arrival``) reads it."""
+    in the file, where a reader of a shard still arriving (``arrival.Arrival``) reads it."""
 
     def __init__(self, cache: ShardCache, digest: str):
         self.path, self.digest, self.bytes = cache.blob_path(digest), digest, 0
