@@ -100,22 +100,13 @@ def shape(value: Any, what: str) -> tuple[int, ...]:
 
 def dtype(value: Any, what: str, kinds: str = "biuf") -> np.dtype:
     """A plain numeric (or bool) dtype: never an object, a structure or a void."""
-    if type(value) is str:
-        known = _DTYPES.get((value, kinds))
-        if known is not None:  # every array of every sample names one of a few dtypes
-            return known
     if not isinstance(value, str) or len(value) > 8:
         raise Malformed(f"{what}: dtype {str(value)[:40]!r} is not a dtype string")
     with parsing(what):
         dt = np.dtype(value)
     if dt.kind not in kinds or dt.hasobject or dt.fields is not None or dt.subdtype is not None:
         raise Malformed(f"{what}: dtype {value!r} refused (only {kinds} kinds)")
-    if len(_DTYPES) < 256 and type(value) is str:  # bounded: a hostile store cannot grow it
-        _DTYPES[(value, kinds)] = dt
     return dt
-
-
-_DTYPES: dict[tuple[str, str], np.dtype] = {}  # dtype strings already accepted, per allowed kinds
 
 
 def _field(doc: Mapping[str, Any], key: str, what: str) -> Any:

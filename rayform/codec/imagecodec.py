@@ -87,7 +87,7 @@ def decode_jpeg_into(data: bytes | memoryview, out: np.ndarray) -> bool:
     if _simplejpeg is None:
         return False  # Pillow would allocate what the header claims: ``decode`` checks it first
     try:
-        image = _simplejpeg.decode_jpeg(data, colorspace="RGB", fastdct=False, fastupsample=False, buffer=out)
+        image = decode_jpeg(data, out)
     except Exception:  # any codec error: the checked path reports it
         return False
     return bool(image.shape == out.shape)

@@ -194,10 +194,11 @@ class PackReader:
             return held[0]
         arrival = self._arrivals.get(shard)
         if arrival is not None and arrival.fd is not None:
-            if os.fstat(arrival.fd).st_size != arrival.size:  # another pack's word on this shard's size
+            size = os.fstat(arrival.fd).st_size
+            if size != arrival.size:  # another pack's word on this shard's size
                 info = self.pack.shards[shard]
                 raise IntegrityError(f"{self.what(f'shard {shard}', info.sha256)}: its copy arriving in the cache is "
-                                     f"{os.fstat(arrival.fd).st_size} bytes, the pack says {arrival.size}")
+                                     f"{size} bytes, the pack says {arrival.size}")
             return self._keep(shard, mmap.mmap(arrival.fd, arrival.size, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ),
                               None)
         if self._by_chunks():

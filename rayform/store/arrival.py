@@ -67,12 +67,13 @@ class Arrival:
             if self._released:
                 self._close()
 
-    def reached(self) -> int:
-        """Bytes of the copy verified so far."""
+    def reached(self, at_least: int | None = None) -> int:
+        """Bytes of the copy verified so far (another process's lock is read again only if fewer
+        than ``at_least`` are known: a reader asks for every sample)."""
         with self._changed:
             if self.elsewhere is None:
                 return self.verified
-            return min(self.elsewhere.verified(), self.size)  # another process's word: never past the end
+            return min(self.elsewhere.verified(at_least), self.size)  # another process's word: never past the end
 
     def wait_begun(self) -> bool:
         """Wait until the copy can be read as it arrives (True) or the fetch has ended (False)."""
@@ -83,9 +84,9 @@ class Arrival:
     def wait_for(self, end: int) -> None:
         """Wait until bytes ``[0, end)`` are verified; raise what ended the fetch short of them."""
         with self._changed:
-            while self.reached() < end:
+            while self.reached(end) < end:
                 if self.ended:
-                    if self.reached() >= end:
+                    if self.reached(end) >= end:
                         return
                     raise self.error if self.error is not None else StoreError(
                         f"the shard's copy ended at byte {self.reached()}; a sample needs {end}")

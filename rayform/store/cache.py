@@ -261,8 +261,10 @@ class ArrivingCopy:
         self.fd, self._lock_fd, self.name = fd, lock_fd, name
         self._seen = 0
 
-    def verified(self) -> int:
-        if self._lock_fd >= 0:
+    def verified(self, at_least: int | None = None) -> int:
+        """Bytes of the copy verified: read from the lock, or with ``at_least``, only if fewer
+        than that are known yet."""
+        if self._lock_fd >= 0 and (at_least is None or self._seen < at_least):
             head = os.pread(self._lock_fd, FetchLock.HEAD + FetchLock.NAME, 0)
             if head[FetchLock.HEAD:].decode("ascii", "replace") == self.name:
                 self._seen = max(self._seen, struct.unpack("<Q", head[:FetchLock.HEAD])[0])

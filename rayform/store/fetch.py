@@ -96,15 +96,15 @@ class Transfer:
         and in the cache, False if stopped first. Raises what ended it."""
         piece = self.chunk_bytes if self.chunks is not None else STREAM_CHUNK
         buffer = memoryview(bytearray(max(1, min(piece, self.size))))
-        early = self.chunks is not None  # readable as it arrives: else nothing is verified before the whole
+        # readable as it arrives only with chunk digests: else nothing is verified before the whole
+        early = self.chunks is not None
+        lock, arrival = (self._lock, arrival) if early else (None, None)
         if early:
             self._arriving.reserve(self.size)
-            if self._lock is not None:
-                self._lock.announce(self._arriving.temporary)
-        if arrival is not None and early:
+        if lock is not None:
+            lock.announce(self._arriving.temporary)
+        if arrival is not None:
             arrival.begin(self._arriving.fileno(), self.size)
-        else:
-            arrival = None
         try:
             while self.verified < self.size:
                 need = min(piece, self.size - self.verified)
@@ -114,12 +114,12 @@ class Transfer:
                         return False
                     self.fetched += got
                 data = buffer[:need]
-                if self.chunks is not None:
+                if early:
                     self._check(data)
                 self._arriving.write(data)
                 self.verified += need
-                if early and self._lock is not None:
-                    self._lock.progress(self.verified)
+                if lock is not None:
+                    lock.progress(self.verified)
                 if arrival is not None:
                     arrival.advance(self.verified)
                 if deliver is not None:

@@ -33,7 +33,7 @@ from fsspec import AbstractFileSystem
 SIGNED_URL_SECONDS = 3600  # a URL is used for at most half of this, so a long shard never outlives it
 TIMEOUT_S = 60.0  # the default; the streaming dataset's Retry(timeout_s=...) sets it
 SIGNED_KEPT = 4096  # signed URLs kept per process (module-level, so forked workers find their parent's)
-# (filesystem token, path) -> (url, when it was signed): signing the first URL builds a signer
+# (filesystem identity, path) -> (url, when it was signed): signing the first URL builds a signer
 # (about 60 ms on S3), which a forked DataLoader worker would otherwise pay before its first byte
 _signed: dict[tuple[str, str], tuple[str, float]] = {}
 
