@@ -133,11 +133,11 @@ def represent(q: np.ndarray, rotation: str) -> np.ndarray:
 
 
 def relative_poses(poses: np.ndarray) -> np.ndarray:
-    """Each pose ``poses[k]`` ``(K, 7)`` seen from ``poses[0]``: ``T₀⁻¹ · Tₖ`` (translation in
-    the first pose's axes, then the rotation from it), as ``(K, 7)``."""
-    p0, q0 = poses[0, :3], poses[0, 3:]
-    inv = quat_conjugate(q0 / np.linalg.norm(q0))
+    """Each pose ``poses[..., k, :]`` ``(..., K, 7)`` seen from ``poses[..., 0, :]``: ``T₀⁻¹ · Tₖ``
+    (translation in the first pose's axes, then the rotation from it), as ``(..., K, 7)``."""
+    p0, q0 = poses[..., :1, :3], poses[..., :1, 3:]
+    inv = np.broadcast_to(quat_conjugate(q0 / np.linalg.norm(q0, axis=-1, keepdims=True)), poses[..., 3:].shape)
     out = np.empty(poses.shape, np.float64)
-    out[:, :3] = rotate(np.broadcast_to(inv, (len(poses), 4)), poses[:, :3] - p0)
-    out[:, 3:] = quat_multiply(np.broadcast_to(inv, (len(poses), 4)), poses[:, 3:])
+    out[..., :3] = rotate(inv, poses[..., :3] - p0)
+    out[..., 3:] = quat_multiply(inv, poses[..., 3:])
     return out

@@ -130,10 +130,6 @@ def test_a_sample_spec_takes_one_stream_name_or_many():
     assert SampleSpec(["cam0/rgb", "joints/position"], horizon=np.int64(4)).horizon == 4
 
 
-def _rows(builder):
-    return {key: np.zeros(shape, dtype) for key, shape, dtype in builder.layout()}
-
-
 def _claiming(jpeg: bytes, height: int, width: int) -> bytes:
     """The JPEG with its frame header (SOF0) claiming another size; the scan is unchanged."""
     at = jpeg.index(b"\xff\xc0") + 5  # marker, length (2), precision (1): then height, width
@@ -154,7 +150,7 @@ def test_an_image_whose_header_claims_another_size_is_refused_before_it_is_alloc
     tracemalloc.start()
     try:
         with pytest.raises(Malformed, match=f"its header says {size[1]}x{size[0]}, the schema 20x12"):
-            b.build(raw, key, _rows(b))
+            b.build(raw, key)
         assert tracemalloc.get_traced_memory()[1] < 1 << 20  # numpy's allocations are traced
     finally:
         tracemalloc.stop()

@@ -67,14 +67,15 @@ class ActionPart:
         return [f"{self.asked}[{e}]" for e in elements]
 
     def values(self, future: np.ndarray, horizon: int, rotation: str | None) -> np.ndarray:
-        """``(horizon, ...)`` from the stream's window ``future`` ``(horizon + 1, *shape)`` (in frame)."""
+        """``(n, horizon, ...)`` from ``n`` samples' windows of the stream, ``future``
+        ``(n, horizon + 1, *shape)`` (in frame)."""
         if self.stream.kind == "pose":
             poses = relative_poses(future.astype(np.float64)) if self.delta else future.astype(np.float64)
-            steps = poses[1:horizon + 1]
+            steps = poses[:, 1:horizon + 1]
             if rotation is None:
                 return steps
-            return np.concatenate([steps[:, :3], represent(steps[:, 3:], rotation)], axis=-1)
-        steps = future[1:horizon + 1] - future[0] if self.delta else future[1:horizon + 1]
+            return np.concatenate([steps[..., :3], represent(steps[..., 3:], rotation)], axis=-1)
+        steps = future[:, 1:horizon + 1] - future[:, :1] if self.delta else future[:, 1:horizon + 1]
         return np.asarray(steps)
 
 

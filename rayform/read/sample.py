@@ -29,9 +29,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from numpy.typing import DTypeLike
 
-from rayform.codec import imagecodec, records
+from rayform.codec import records
 from rayform.errors import InvalidInput, Malformed, StreamNotFound
 from rayform.frames import check_frame, convert_poses
 from rayform.pack.layout import LOWDIM, META_KEYS, StreamSchema, history_member
@@ -39,6 +38,8 @@ from rayform.pack.manifest import Pack
 from rayform.pack.spec import MAX_HORIZON, check_fps
 from rayform.read.action import DELTA, ActionPart, check_rotation
 from rayform.read.history import PAD, steps_back
+from rayform.read.images import chw, decode_image
+from rayform.read.lowdim import RecordArrays
 from rayform.read.normalize import Normalizer
 from rayform.untrusted import parsing
 
@@ -106,6 +107,7 @@ class SampleSpec:
 
 
 _NO_PAD = {"dtype": "|b1", "shape": [0], "data": b""}  # a record from before history masks
+_INT64 = (-(1 << 63), 1 << 63)
 
 
 def check_resize(size: Any) -> tuple[int, int] | None:
@@ -118,7 +120,8 @@ def check_resize(size: Any) -> tuple[int, int] | None:
 
 
 class SampleBuilder:
-    """Validates a :class:`SampleSpec` against a pack once, then builds samples fast."""
+    """Validates a :class:`SampleSpec` against a pack once, then builds samples fast: a batch
+    at a time (:meth:`fill`), each value written into the batch's arrays."""
 
     def __init__(self, pack: Pack, spec: SampleSpec, episodes: Mapping[str, int] | None = None):
         self.pack = pack
@@ -130,6 +133,7 @@ class SampleBuilder:
         for name in spec.obs:
             self._stream(schema, name)
         self.images = [schema[n] for n in spec.obs if schema[n].kind == "image"]
+        self._image_keys = {s.name for s in self.images}
         self.arrays = [schema[n] for n in spec.obs if schema[n].kind != "image"]
         self.actions = [ActionPart.of(schema, a) for a in spec.actions()]
         self.history = spec.steps_back()
@@ -146,9 +150,11 @@ class SampleBuilder:
                 f"--fps {pack.fps:g} --horizon {spec.horizon}"
             )
         self.meta_keys = META_KEYS
-        # array entries of this pack's records checked in full once: (stream, field) -> (dtype
-        # string, shape list, dtype, bytes) as they were found (``_array``)
-        self._seen: dict[tuple[str, str], tuple[str, list[int], np.dtype, int]] = {}
+        self.entries = RecordArrays()
+        # the streams whose future window a sample reads (obs arrays, action parts), once each
+        self._futures = list(dict.fromkeys([s.name for s in self.arrays] + [p.stream.name for p in self.actions]))
+        self._pasts = [s.name for s in self.arrays if s.name in self.history]
+        self._pads = list(dict.fromkeys(p.stream.name for p in self.actions))
 
     def _stream(self, schema: Mapping[str, StreamSchema], name: str) -> StreamSchema:
         if name not in schema:
@@ -190,162 +196,128 @@ class SampleBuilder:
         out.append(("t_ns", (), np.dtype(np.int64)))
         return out
 
-    def build(self, raw: Mapping[str, Any], key: str = "?", into: Mapping[str, np.ndarray] | None = None
-              ) -> dict[str, Any]:
-        """The sample dict from ``{member: bytes-like}``.
+    def rows(self, n: int) -> dict[str, np.ndarray]:
+        """Fresh arrays for ``n`` samples: key -> ``(n, *shape)`` as :meth:`layout` says."""
+        return {key: np.empty((n, *shape), dtype) for key, shape, dtype in self.layout()}
 
-        With ``into`` (key -> a writable array of :meth:`layout`'s shape), every value is
-        written into its array (images decoded straight into it), so a batch can be
-        filled with no copy after the decode.
-        """
-        into = into or {}
-        what = f"sample {key} of {self.pack.slice_id}"
-        with parsing(what):
-            low = records.loads(raw[LOWDIM], what)
-            arrays = low["arrays"]
-            out: dict[str, Any] = {}
-            for s in self.images:
-                if s.name not in self.history:
-                    out[s.name] = _chw(decode_image(raw[s.member], s.format, into.get(s.name), s.shape,
-                                                    f"{what}, {s.name}", self.spec.resize))
-                    continue
-                back = self.history[s.name]
-                slot = into.get(s.name)
-                frames = slot if slot is not None else np.empty((len(back), *self.image_shape(s)), np.dtype(s.dtype))
-                for i, k in enumerate(back):
-                    decode_image(raw[history_member(s.member, k)], s.format, frames[i], s.shape,
-                                 f"{what}, {s.name} {k} steps back", self.spec.resize)
-                out[s.name] = _chw(frames, stacked=True)
-            for s in self.arrays:
-                now = self._future(arrays, s, what)[0]
-                if s.name in self.history:
-                    past = self._past(arrays, s, what)
-                    now = np.stack([past[k - 1] if k else now for k in self.history[s.name]])
-                out[s.name] = _put(into, s.name, self._in_frame(s, now), np.float32)
-            if self.history:
-                pad = self._array(low.get("history_pad", _NO_PAD), (self.pack.spec.max_history,), what, "",
-                                  "history_pad")
-                for name, back in self.history.items():
-                    out[name + PAD] = _put(into, name + PAD, np.array([bool(k) and bool(pad[k - 1]) for k in back]),
-                                           bool)
-            if self.actions:
-                h = self.spec.horizon
-                parts, is_pad = [], np.zeros(h, bool)
-                for part in self.actions:
-                    s = part.stream
-                    future = self._in_frame(s, self._future(arrays, s, what)[: h + 1])
-                    parts.append(part.values(future, h, self.spec.rotation))
-                    pad = self._array(arrays[s.name]["pad"], (self.pack.spec.max_horizon + 1,), what, s.name, "pad")
-                    is_pad |= pad[1 : h + 1].astype(bool)
-                action = parts[0] if len(parts) == 1 else np.concatenate([p.reshape(h, -1) for p in parts], axis=-1)
-                out["action"] = _put(into, "action", action, np.float32)
-                out["action_is_pad"] = _put(into, "action_is_pad", is_pad, bool)
-            t_ns = low["t_ns"]
-            if isinstance(t_ns, bool) or not isinstance(t_ns, int):
-                raise Malformed(f"{what}: t_ns is not an integer")
-            out["t_ns"] = _put(into, "t_ns", np.asarray(t_ns, np.int64), np.int64)
-            meta = {k: low[k] for k in self.meta_keys}
-            meta["task"] = low.get("task", "")
-            if not all(isinstance(v, str) for v in meta.values()):
-                raise Malformed(f"{what}: meta values are not strings")
-            episode, frame = low.get("episode", self.episodes.get(meta["segment"], -1)), low["index"]
-            if any(isinstance(v, bool) or not isinstance(v, int) for v in (episode, frame)):
-                raise Malformed(f"{what}: episode {str(episode)[:20]} and frame {str(frame)[:20]} are not integers")
-            meta["episode_index"], meta["frame_index"] = episode, frame
-            out["meta"] = meta
-        if self.normalizer is not None:
-            self.normalizer.apply(out)
+    def sample(self, rows: Mapping[str, np.ndarray], j: int, meta: dict[str, Any]) -> dict[str, Any]:
+        """Sample ``j`` of ``rows`` (filled by :meth:`fill`) as a dict of views of its rows:
+        images channels first."""
+        out: dict[str, Any] = {}
+        for key, values in rows.items():
+            if key in self._image_keys:
+                out[key] = chw(values[j], key in self.history)
+            else:  # values[j] of a (n,) array is a scalar copy; a 0-d view stays in the rows
+                out[key] = values[j] if values.ndim > 1 else values[j : j + 1].reshape(())
+        out["meta"] = meta
         return out
 
-    def _future(self, arrays: Mapping[str, Any], s: StreamSchema, what: str) -> np.ndarray:
-        """A stream's future window, checked against the pack's schema before it is used."""
-        return self._array(arrays[s.name]["future"], (self.pack.spec.max_horizon + 1, *s.shape), what, s.name,
-                           "future")
+    def build(self, raw: Mapping[str, Any], key: str = "?") -> dict[str, Any]:
+        """One sample dict (numpy, in arrays of its own) from ``{member: bytes-like}``."""
+        rows = self.rows(1)
+        return self.sample(rows, 0, self.fill([raw], [key], rows)[0])
+
+    def fill(self, raws: Sequence[Mapping[str, Any]], keys: Sequence[str], rows: Mapping[str, np.ndarray],
+             at: Sequence[int] | None = None) -> list[dict[str, Any]]:
+        """Build samples ``raws`` (``{member: bytes-like}``, named ``keys``) into rows ``at``
+        (default ``0 … n−1``) of ``rows`` (key -> an array of :meth:`layout`'s shapes with a
+        leading batch axis, as :meth:`rows` makes); returns each sample's ``meta``.
+
+        Images are decoded straight into their rows, one after the other; each record is
+        parsed and its entries checked, then the arrays of all ``n`` are computed together."""
+        n = len(raws)
+        at = list(range(n)) if at is None else list(at)
+        whats = [f"sample {key} of {self.pack.slice_id}" for key in keys]
+        for s in self.images:
+            self._decode(s, raws, whats, rows[s.name], at)
+        entries: dict[tuple[str, str], list[Any]] = {}
+        metas, stamps = [], []
+        for raw, what in zip(raws, whats):
+            with parsing(what):
+                low = records.loads(raw[LOWDIM], what)
+                arrays = low["arrays"]
+                for name in self._futures:
+                    entries.setdefault((name, "future"), []).append(arrays[name]["future"])
+                for name in self._pasts:
+                    entries.setdefault((name, "past"), []).append(arrays[name].get("past"))
+                for name in self._pads:
+                    entries.setdefault((name, "pad"), []).append(arrays[name]["pad"])
+                if self.history:
+                    entries.setdefault(("", "history_pad"), []).append(low.get("history_pad", _NO_PAD))
+                metas.append(self._meta(low, what))
+                t_ns = low["t_ns"]
+                if type(t_ns) is not int or not _INT64[0] <= t_ns < _INT64[1]:
+                    raise Malformed(f"{what}: t_ns is not a 64-bit integer")
+                stamps.append(t_ns)
+        values = self._values(entries, whats)
+        values["t_ns"] = np.array(stamps, np.int64)
+        if self.normalizer is not None:
+            self.normalizer.apply(values)
+        for key, v in values.items():
+            rows[key][at] = v
+        return metas
+
+    def _decode(self, s: StreamSchema, raws: Sequence[Mapping[str, Any]], whats: Sequence[str], rows: np.ndarray,
+                at: Sequence[int]) -> None:
+        resize = self.spec.resize
+        back = self.history.get(s.name)
+        for raw, what, j in zip(raws, whats, at):
+            with parsing(what):
+                if back is None:
+                    decode_image(raw[s.member], s.format, rows[j], s.shape, f"{what}, {s.name}", resize)
+                    continue
+                for i, k in enumerate(back):
+                    decode_image(raw[history_member(s.member, k)], s.format, rows[j][i], s.shape,
+                                 f"{what}, {s.name} {k} steps back", resize)
+
+    def _meta(self, low: Mapping[str, Any], what: str) -> dict[str, Any]:
+        meta = {k: low[k] for k in self.meta_keys}
+        meta["task"] = low.get("task", "")
+        if not all(isinstance(v, str) for v in meta.values()):
+            raise Malformed(f"{what}: meta values are not strings")
+        episode, frame = low.get("episode", self.episodes.get(meta["segment"], -1)), low["index"]
+        if any(isinstance(v, bool) or not isinstance(v, int) for v in (episode, frame)):
+            raise Malformed(f"{what}: episode {str(episode)[:20]} and frame {str(frame)[:20]} are not integers")
+        meta["episode_index"], meta["frame_index"] = episode, frame
+        return meta
+
+    def _values(self, entries: Mapping[tuple[str, str], list[Any]], whats: Sequence[str]) -> dict[str, np.ndarray]:
+        """Every array but the images, for all samples at once (float32 and bool arrays of their own)."""
+        spec, schema = self.pack.spec, self.pack.schema
+        future = {name: self._in_frame(schema[name], self.entries.column(
+            entries[(name, "future")], (spec.max_horizon + 1, *schema[name].shape), whats, name, "future"))
+            for name in self._futures}
+        out: dict[str, np.ndarray] = {}
+        for s in self.arrays:
+            now = future[s.name][:, 0]
+            if s.name in self.history:
+                past = self.entries.column(entries[(s.name, "past")], (spec.max_history, *s.shape), whats, s.name,
+                                           "past")
+                past = self._in_frame(s, past)
+                now = np.stack([past[:, k - 1] if k else now for k in self.history[s.name]], axis=1)
+            out[s.name] = np.array(now, np.float32)
+        if self.history:
+            pad = self.entries.column(entries[("", "history_pad")], (spec.max_history,), whats, "", "history_pad")
+            for name, back in self.history.items():
+                out[name + PAD] = np.stack([pad[:, k - 1].astype(bool) if k else np.zeros(len(whats), bool)
+                                            for k in back], axis=1)
+        if self.actions:
+            h = self.spec.horizon
+            parts = [part.values(future[part.stream.name][:, : h + 1], h, self.spec.rotation) for part in self.actions]
+            out["action"] = np.array(parts[0] if len(parts) == 1 else
+                                     np.concatenate([p.reshape(len(whats), h, -1) for p in parts], axis=-1), np.float32)
+            is_pad = np.zeros((len(whats), h), bool)
+            for name in self._pads:
+                pads = self.entries.column(entries[(name, "pad")], (spec.max_horizon + 1,), whats, name, "pad")
+                is_pad |= pads[:, 1 : h + 1].astype(bool)
+            out["action_is_pad"] = is_pad
+        return out
 
     def _stacked(self, name: str, shape: Sequence[int]) -> tuple[int, ...]:
         back = self.history.get(name)
         return (len(back), *shape) if back else tuple(shape)
 
-    def _past(self, arrays: Mapping[str, Any], s: StreamSchema, what: str) -> np.ndarray:
-        """A stream's values 1 … max_history steps back, checked against the pack's schema."""
-        return self._array(arrays[s.name].get("past"), (self.pack.spec.max_history, *s.shape), what, s.name,
-                           "past")
-
-    def _array(self, entry: Any, shape: tuple[int, ...], what: str, stream: str, field: str) -> np.ndarray:
-        """A record's array entry (``records.pack_array``): ``stream``'s ``field`` (or the
-        record's own, ``stream`` empty), checked to hold ``shape``.
-
-        Every record of a pack describes an array alike: once one entry has been checked in
-        full, an entry with the very same dtype string, shape list and byte count is read
-        with a few comparisons (the per-sample cost of a record is what a loader pays beside
-        the image decode)."""
-        key = (stream, field)
-        seen = self._seen.get(key)
-        if seen is not None and type(entry) is dict:
-            dtype_str, shape_list, dtype, nbytes = seen
-            data = entry.get("data")
-            if type(data) is bytes and len(data) == nbytes and entry.get("dtype") == dtype_str \
-                    and entry.get("shape") == shape_list:
-                return np.frombuffer(data, dtype).reshape(shape)
-        values = records.unpack_array(entry, what)
-        if values.shape != shape:
-            name = {"future": stream, "pad": f"{stream} pad mask", "past": f"{stream} history",
-                    "history_pad": "history pad mask"}[field]
-            raise Malformed(f"{what}: {name} is {values.shape}, the pack says {shape}")
-        if len(self._seen) < 64:
-            self._seen[key] = (entry["dtype"], list(entry["shape"]), values.dtype, values.nbytes)
-        return values
-
     def _in_frame(self, s: StreamSchema, values: np.ndarray) -> np.ndarray:
         if s.kind == "pose" and self.spec.frame is not None:
             return convert_poses(values.astype(np.float64), s.frame or "ros", self.spec.frame)
         return values
-
-
-def decode_image(data: Any, fmt: str, out: np.ndarray | None = None, shape: tuple[int, ...] | None = None,
-                 what: str = "image", resize: tuple[int, int] | None = None) -> np.ndarray:
-    """An image member decoded (into ``out`` when given), its header checked against ``shape``
-    first: a header that claims another size never gets to allocate. With ``resize`` (H, W),
-    decoded at that size (``imagecodec.decode_resized``)."""
-    if resize is not None and shape is not None and tuple(resize) != tuple(shape[:2]):
-        if fmt in ("jpg", "png"):
-            return _into(imagecodec.decode_resized(data, "jpeg" if fmt == "jpg" else "png", resize, shape, what), out)
-        return _into(imagecodec.resize(decode_image(data, fmt, None, shape, what), resize), out)
-    if fmt == "jpg" and out is not None and shape is not None and out.shape == tuple(shape) \
-            and imagecodec.decode_jpeg_into(data, out):
-        return out  # else: the checked path below names what is wrong
-    if fmt == "npy":
-        image = records.from_npy(bytes(data), what)
-    elif fmt in ("jpg", "png"):
-        image = imagecodec.decode(data, "jpeg" if fmt == "jpg" else "png", shape, what, out)
-        if image is out:
-            return out
-    else:
-        raise Malformed(f"image member format {fmt!r}: not jpg, png or npy")
-    if shape is not None and image.shape != tuple(shape):
-        raise Malformed(f"{what}: decoded as {image.shape}, the pack says {tuple(shape)}")
-    return _into(image, out)
-
-
-def _into(image: np.ndarray, out: np.ndarray | None) -> np.ndarray:
-    if out is None:
-        return image
-    np.copyto(out, image.reshape(out.shape))
-    return out
-
-
-def _put(into: Mapping[str, np.ndarray], key: str, value: np.ndarray, dtype: DTypeLike) -> np.ndarray:
-    slot = into.get(key)
-    if slot is None:
-        return np.array(value, dtype=dtype)  # a copy: never a view into the shard's bytes
-    np.copyto(slot, value, casting="unsafe")
-    return slot
-
-
-def _chw(image: np.ndarray, stacked: bool = False) -> np.ndarray:
-    """Channels first, as a view (the batch copy is where channels move): ``(H, W[, C])`` →
-    ``(C, H, W)``; ``stacked``, with a leading time axis: ``(N, H, W[, C])`` → ``(N, C, H, W)``."""
-    # transpose and indexing, not moveaxis/expand_dims: these run for every image (~10 µs less each)
-    if stacked:
-        return image[:, None] if image.ndim == 3 else image.transpose(0, 3, 1, 2)
-    return image[None] if image.ndim == 2 else image.transpose(2, 0, 1)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 import torch
@@ -30,8 +30,10 @@ from torch.utils.data._utils.collate import collate, default_collate_fn_map
 
 from rayform.read.sample import SampleBuilder
 from rayform.torch.arena import lease, worker_arena
+from rayform.torch.tensors import to_torch
 
 ALIGN = 64
+CollateMap = dict[type | tuple[type, ...], Callable[..., Any]]
 
 
 Span = tuple[str, tuple[int, ...], str, int, int]  # key, (size, *shape), dtype, offset, bytes
@@ -85,10 +87,6 @@ class BatchBuffer:
             small_raw = _allocate(max(small_bytes, 1), shared=in_worker)
         self.tensors: dict[str, torch.Tensor] = {**_carve(image_raw, self.image_spans), **_carve(small_raw, small_spans)}
         self.rows: dict[str, np.ndarray] = {key: t.numpy() for key, t in self.tensors.items()}
-
-    def slots(self, j: int) -> dict[str, np.ndarray]:
-        # rows[j] of a (B,) array is a scalar copy; a 0-d view keeps writes in the buffer
-        return {key: rows[j] if rows.ndim > 1 else rows[j : j + 1].reshape(()) for key, rows in self.rows.items()}
 
     def batch_view(self, key: str) -> torch.Tensor:
         return batch_view(self.tensors[key], key in self.images, key in self.stacked)
@@ -184,12 +182,62 @@ class BatchLayout:
     """What every batch buffer of one sample builder holds, worked out once per dataset."""
 
     def __init__(self, builder: SampleBuilder):
+        self.builder = builder
         self.arrays = builder.layout()
         self.images = {s.name for s in builder.images}
         self.stacked = self.images & set(builder.history)
 
     def buffer(self, size: int) -> BatchBuffer:
         return BatchBuffer(self.arrays, size, self.images, self.stacked)
+
+    def samples(self, buf: BatchBuffer, metas: list[dict[str, Any]],
+                transform: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> Sequence[dict[str, Any]]:
+        """The samples ``SampleBuilder.fill`` built into ``buf`` (``metas``: theirs): each
+        given to ``transform``, or without one a :class:`BuiltBatch`."""
+        built = BuiltBatch(buf, self.builder, metas)
+        return built if transform is None else [transform(sample) for sample in built]
+
+
+class BuiltBatch(Sequence[dict[str, Any]]):
+    """The samples of a batch built whole into one :class:`BatchBuffer`, each made (as a
+    :class:`Sample` of views of its rows) only when asked for: the default collate returns
+    the buffer's arrays as the batch and makes none but the first. A sample a caller
+    changed (a value replaced) makes the batch collate the ordinary way."""
+
+    def __init__(self, buf: BatchBuffer, builder: SampleBuilder, metas: list[dict[str, Any]]):
+        self.buf = buf
+        self.builder = builder
+        self.metas = metas
+        self._made: list[Sample | None] = [None] * len(metas)
+
+    def __len__(self) -> int:
+        return len(self.metas)
+
+    @overload
+    def __getitem__(self, j: int) -> Sample: ...
+
+    @overload
+    def __getitem__(self, j: slice) -> list[Sample]: ...
+
+    def __getitem__(self, j: int | slice) -> Sample | list[Sample]:
+        if isinstance(j, slice):
+            return [self[i] for i in range(*j.indices(len(self)))]
+        if j < 0:
+            j += len(self)
+        made = self._made[j]
+        if made is None:
+            made = self._made[j] = Sample(to_torch(self.builder.sample(self.buf.rows, j, self.metas[j])), self.buf, j)
+        return made
+
+    def untouched(self) -> bool:
+        """No sample made so far has had a value replaced or added."""
+        return all(s is None or (s.keys() == s.made.keys() and all(s[k] is v for k, v in s.made.items()))
+                   for s in self._made)
+
+    def collated(self, collate_fn_map: CollateMap | None) -> dict[str, Any]:
+        out: dict[str, Any] = {key: self.buf.batch_view(key) for key in self.buf.tensors}
+        out["meta"] = collate(self.metas, collate_fn_map=collate_fn_map)
+        return self.buf.ship(out)
 
 
 def _allocate(nbytes: int, shared: bool) -> torch.Tensor:
@@ -211,10 +259,9 @@ def _untouched(batch: Sequence[dict[str, Any]], key: str, buf: BatchBuffer) -> b
     return True
 
 
-CollateMap = dict[type | tuple[type, ...], Callable[..., Any]]
-
-
 def collate_samples(batch: Sequence[dict[str, Any]], *, collate_fn_map: CollateMap | None = None) -> dict[str, Any]:
+    if isinstance(batch, BuiltBatch) and batch.untouched():
+        return batch.collated(collate_fn_map)
     buf = batch[0].batch if isinstance(batch[0], Sample) else None  # a transform may return a plain dict
     whole = buf is not None and len(batch) == buf.size
     out: dict[str, Any] = {}
@@ -228,4 +275,4 @@ def collate_samples(batch: Sequence[dict[str, Any]], *, collate_fn_map: CollateM
 
 default_collate_fn_map[Sample] = collate_samples
 
-__all__ = ["BatchBuffer", "BatchLayout", "Sample", "collate_samples", "default_collate_fn_map"]
+__all__ = ["BatchBuffer", "BatchLayout", "BuiltBatch", "Sample", "collate_samples", "default_collate_fn_map"]

@@ -14,10 +14,9 @@ from rayform.read.mixture import MixtureOrder
 from rayform.read.reader import PackReader
 from rayform.read.sample import SampleSpec
 from rayform.recordings.slices import Slice
-from rayform.torch.batch import BatchLayout, Sample
+from rayform.torch.batch import BatchLayout
 from rayform.torch.normalization import Normalization
 from rayform.torch.packsource import mixture_parts, open_parts, sample_spec
-from rayform.torch.tensors import to_torch
 
 
 class EpisodeDataset(Normalization, Dataset[dict[str, Any]]):
@@ -133,22 +132,23 @@ class EpisodeDataset(Normalization, Dataset[dict[str, Any]]):
     def __getitem__(self, index: int) -> dict[str, Any]:
         return self.__getitems__([index])[0]
 
-    def __getitems__(self, indices: Sequence[int]) -> list[dict[str, Any]]:
-        """A batch of samples, read in shard order for locality, returned in the asked order."""
+    def __getitems__(self, indices: Sequence[int]) -> Sequence[dict[str, Any]]:
+        """A batch of samples, read in shard order for locality, returned in the asked order
+        (filled whole into one batch buffer: ``rayform.torch.batch``)."""
         parts, ids = self.locate(indices)
         buf = self._batch.buffer(len(ids))
-        out: list[Any] = [None] * len(ids)
+        metas: list[Any] = [None] * len(ids)
         for p in np.unique(parts).tolist():
             rows = np.flatnonzero(parts == p)
             reader, builder = self.readers[p], self.builders[p]
             order = rows[np.argsort(reader.shard_of(ids[rows]), kind="stable")].tolist()
-            for j, (key, raw) in zip(order, reader.raw_many(ids[order])):
-                values = builder.build(raw, key, buf.slots(j))
+            read = reader.raw_many(ids[order])
+            made = builder.fill([raw for _, raw in read], [key for key, _ in read], buf.rows, order)
+            for j, meta in zip(order, made):
                 if self.weights is not None:
-                    values["meta"]["part"] = p
-                sample = Sample(to_torch(values), buf, j)
-                out[j] = self.transform(sample) if self.transform else sample
-        return out
+                    meta["part"] = p
+                metas[j] = meta
+        return self._batch.samples(buf, metas, self.transform)
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)

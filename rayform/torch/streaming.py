@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 import torch
 from torch.utils.data import IterableDataset
 
@@ -21,7 +21,7 @@ from rayform.read.steps import read_steps
 from rayform.recordings.slices import Slice
 from rayform.store.cached import CachedStore
 from rayform.store.fetch import Retry
-from rayform.torch.batch import BatchBuffer, BatchLayout, Sample, collate_samples, default_collate_fn_map
+from rayform.torch.batch import BatchLayout, collate_samples, default_collate_fn_map
 from rayform.torch.normalization import Normalization
 from rayform.torch.packsource import mixture_parts, open_parts, sample_spec
 from rayform.torch.tensors import to_torch
@@ -256,31 +256,57 @@ class StreamingEpisodeDataset(Normalization, IterableDataset[dict[str, Any]]):
     def __iter__(self) -> Iterator[dict[str, Any]]:
         workers = self.world().workers
         for step, raws in self.raw_steps():
-            out = self._finish(self._build(raws[0], None)) if self.batch_size is None else self._collate(raws)
+            out = self._finish(self._build(raws[0])) if self.batch_size is None else self._collate(raws)
             # counted where it runs (a persistent DataLoader worker never sees set_epoch), and
             # before the yield: what the caller got is behind it
             self._next = step + workers
             yield out
         self._resume = (0, None)
 
-    def _build(self, raw: dict[str, Any], into: Mapping[str, np.ndarray] | None) -> dict[str, Any]:
+    def _build(self, raw: dict[str, Any]) -> dict[str, Any]:
         p: int = raw["__part__"]
-        try:
-            values: dict[str, Any] = self.builders[p].build(raw, raw["__key__"], into)
-        except IntegrityError as e:  # verified bytes, malformed content: the pack itself is bad
-            shard = raw["__shard__"]
-            digest = self.builders[p].pack.shards[shard].sha256
-            raise type(e)(f"{self.builders[p].pack.slice_id}: shard {shard} ({digest[:16]}) of "
-                          f"{self._pack_readers[p].store.display}: {e}") from e
+        with self._naming_shard([raw]):
+            values: dict[str, Any] = self.builders[p].build(raw, raw["__key__"])
         if self.weights is not None:
             values["meta"]["part"] = p
         return values
 
-    def _finish(self, values: dict[str, Any], buf: BatchBuffer | None = None, row: int = -1) -> dict[str, Any]:
-        sample = Sample(to_torch(values), buf, row) if buf is not None else to_torch(values)
+    def _finish(self, values: dict[str, Any]) -> dict[str, Any]:
+        sample = to_torch(values)
         return self.transform(sample) if self.transform else sample
 
     def _collate(self, raws: list[dict[str, Any]]) -> dict[str, Any]:
         buf = self._batch.buffer(len(raws))
-        return collate_samples([self._finish(self._build(raw, buf.slots(j)), buf, j) for j, raw in enumerate(raws)],
-                               collate_fn_map=default_collate_fn_map)
+        metas: list[Any] = [None] * len(raws)
+        parts = [raw["__part__"] for raw in raws]
+        for p in sorted(set(parts)):
+            at = [j for j, q in enumerate(parts) if q == p]
+            mine = [raws[j] for j in at]
+            with self._naming_shard(mine):
+                made = self.builders[p].fill(mine, [raw["__key__"] for raw in mine], buf.rows, at)
+            for j, meta in zip(at, made):
+                if self.weights is not None:
+                    meta["part"] = p
+                metas[j] = meta
+        return collate_samples(self._batch.samples(buf, metas, self.transform), collate_fn_map=default_collate_fn_map)
+
+    @contextmanager
+    def _naming_shard(self, raws: list[dict[str, Any]]) -> Iterator[None]:
+        """An IntegrityError (verified bytes, malformed content: the pack itself is bad) names the
+        shard of the sample it is about."""
+        try:
+            yield
+        except IntegrityError as e:
+            # which sample: the first of these that fails alone (only ever run on an error)
+            bad = next((raw for raw in raws if self._fails(raw)), raws[0])
+            p, shard = bad["__part__"], bad["__shard__"]
+            digest = self.builders[p].pack.shards[shard].sha256
+            raise type(e)(f"{self.builders[p].pack.slice_id}: shard {shard} ({digest[:16]}) of "
+                          f"{self._pack_readers[p].store.display}: {e}") from e
+
+    def _fails(self, raw: dict[str, Any]) -> bool:
+        try:
+            self.builders[raw["__part__"]].build(raw, raw["__key__"])
+        except IntegrityError:
+            return True
+        return False
