@@ -169,9 +169,51 @@ def test_a_record_unlike_those_read_before_is_checked_in_full(ramp):
     again = b.build({**raw, LOWDIM: records.dumps(low)}, key)
     assert np.array_equal(again["action"], first["action"]) and np.array_equal(again["joints/position"],
                                                                               first["joints/position"])
+    rows = b.rows(2)  # in one batch with a record like the first: its column is read entry by entry
+    b.fill([raw, {**raw, LOWDIM: records.dumps(low)}], [key, key], rows)
+    assert np.array_equal(rows["action"][0], first["action"]) and np.array_equal(rows["action"][1], first["action"])
     low["arrays"]["joints/position"]["future"] = records.pack_array(future[:, :2])
     with pytest.raises(Malformed, match=r"joints/position is \(9, 2\), the pack says \(9, 3\)"):
         b.build({**raw, LOWDIM: records.dumps(low)}, key)
     low["arrays"]["joints/position"]["future"] = {**records.pack_array(future), "shape": [9, 4]}
     with pytest.raises(Malformed, match="holds 108 bytes"):
         b.build({**raw, LOWDIM: records.dumps(low)}, key)
+
+
+@pytest.fixture
+def turning(client):
+    """A pose turning about z and moving along x, joints ramping, at 100 Hz for 3 s; a 30 Hz camera."""
+    jt = np.arange(0, 3001, 10, dtype=np.int64) * MS
+    t = jt / 1e9
+    half = 0.4 * t / 2
+    pose = np.stack([t, 0.5 * t, np.zeros_like(t), np.zeros_like(t), np.zeros_like(t), np.sin(half), np.cos(half)], 1)
+    ct = np.arange(0, 3001, 33, dtype=np.int64) * MS
+    frames = [imagecodec.encode_jpeg(np.full((12, 20, 3), (7 * i) % 255, np.uint8), 95) for i in range(len(ct))]
+    ref = client.segments.add("lab", "turning", [
+        ImageStream("cam0/rgb", ct, frames),
+        ArrayStream("joints/position", jt, np.stack([t, t * t], 1).astype(np.float32)),
+        PoseStream("ee/pose", jt, pose, frame="ros"),
+    ])
+    s = client.slices.create([ref])
+    return client.pack(s, 10, workers=1, progress=False, max_horizon=6, max_history=3), client.store
+
+
+def test_a_batch_built_whole_holds_what_each_sample_built_alone_holds(turning):
+    """``fill`` computes a batch's arrays together (pose deltas, rotations, frames, history
+    along a batch axis): each row equals that sample built alone, whatever row it is put in."""
+    pack, store = turning
+    spec = SampleSpec(("cam0/rgb", "joints/position", "ee/pose"), ["ee/pose_delta", "joints/position"], horizon=5,
+                      frame="optical", rotation="rot6d", history={"cam0/rgb": 3, "joints/position": 2})
+    b = SampleBuilder(pack, spec)
+    read = PackReader(store, pack, b.members).raw_many(range(pack.samples))
+    rows = b.rows(pack.samples)
+    at = np.random.default_rng(0).permutation(pack.samples).tolist()
+    metas = b.fill([raw for _, raw in read], [key for key, _ in read], rows, at)
+    for (key, raw), j, meta in zip(read, at, metas):
+        alone = b.build(raw, key)
+        together = b.sample(rows, j, meta)
+        assert together.keys() == alone.keys()
+        for k in alone:
+            assert np.array_equal(together[k], alone[k]) if k != "meta" else together[k] == alone[k], (key, k)
+    action = rows["action"][at[-1]]
+    assert action.shape == (5, 9 + 2) and not np.allclose(action[:, 3:9], action[0, 3:9])  # the pose turns
