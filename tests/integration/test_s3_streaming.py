@@ -282,7 +282,7 @@ def test_batched_streaming_equals_the_samples_collated(s3_demo, tmp_path):
     assert sum(len(b["t_ns"]) for b in batched) == len(ds) == -(-len(plain) // 10) * 10  # whole global batches
     got = _keys((seg, t) for b in batched for seg, t in zip(b["meta"]["segment"], b["t_ns"]))
     assert set(got) == set(plain)
-    one_by_one = [to_torch(ds._build(raw, None)) for raw in next(iter(ds.raw_steps()))[1]]
+    one_by_one = [to_torch(ds._build(raw)) for raw in next(iter(ds.raw_steps()))[1]]
     manual = default_collate(one_by_one)
     for key in ("cam0/rgb", "joints/position", "action", "action_is_pad", "t_ns"):
         assert torch.equal(batched[0][key], manual[key]), key
