@@ -52,9 +52,8 @@ def shard_paths(client: rayform.Client, pack: rayform.Pack) -> list[str]:
     return [str(client.store.local_blob(s.sha256)) for s in pack.shards]
 
 
-def jpeg_bound(paths: list[str], pack: rayform.Pack, limit: int) -> tuple[float, float, float]:
-    """One process decoding the pack's JPEG bytes: (samples/s, mean bytes per image, CPU
-    seconds per sample)."""
+def jpeg_blobs(paths: list[str], limit: int) -> list[bytes]:
+    """The JPEG members of the shards, ``2 * limit`` of them (two cameras a sample)."""
     import tarfile
 
     blobs = []
@@ -64,9 +63,14 @@ def jpeg_bound(paths: list[str], pack: rayform.Pack, limit: int) -> tuple[float,
                 if ti.name.endswith(".jpg"):
                     blobs.append(tf.extractfile(ti).read())
                 if len(blobs) >= 2 * limit:
-                    break
-        if len(blobs) >= 2 * limit:
-            break
+                    return blobs
+    return blobs
+
+
+def jpeg_bound(paths: list[str], pack: rayform.Pack, limit: int) -> tuple[float, float, float]:
+    """One process decoding the pack's JPEG bytes: (samples/s, mean bytes per image, CPU
+    seconds per sample)."""
+    blobs = jpeg_blobs(paths, limit)
     for b in blobs[:50]:
         imagecodec.decode_jpeg(b)
     t, c = time.perf_counter(), time.process_time()
@@ -74,6 +78,21 @@ def jpeg_bound(paths: list[str], pack: rayform.Pack, limit: int) -> tuple[float,
         imagecodec.decode_jpeg(b)
     dt, dc = time.perf_counter() - t, time.process_time() - c
     return (len(blobs) / 2) / dt, float(np.mean([len(b) for b in blobs])), dc / (len(blobs) / 2)
+
+
+def pure_decode_cpu(paths: list[str], limit: int, repeats: int = 3) -> float:
+    """CPU seconds per sample of decoding the same JPEGs into one reused array: the decoder's
+    work alone, no allocation (the bound's decode allocates each image; on this machine that
+    moves its figure by up to 15% from one measure to the next), median of ``repeats``."""
+    blobs = jpeg_blobs(paths, limit)
+    out = imagecodec.decode_jpeg(blobs[0])
+    measures = []
+    for _ in range(repeats):
+        c = time.process_time()
+        for b in blobs:
+            imagecodec.decode_jpeg_into(b, out)
+        measures.append((time.process_time() - c) / (len(blobs) / 2))
+    return float(np.median(measures))
 
 
 def _wds_decode(sample):
@@ -242,8 +261,11 @@ def main() -> None:
         per_sample = decodes[0] if decodes else 1  # frames decoded per camera per sample
         print(f"{name:40} {rate:10.0f} {rate * per_sample / bound:8.2f} {1000 * cpu:10.3f} {cpu / bound_cpu:12.2f} "
               f"{extra}")
+    pure = pure_decode_cpu(paths, min(n, 4000))
+    print(f"\npure decode (the same JPEGs into one reused array, no allocation): {1000 * pure:.3f} ms/sample; "
+          + ", ".join(f"{name.split(' (')[0]} {cpu / pure:.2f}×" for name, _, _, _, cpu, *_ in rows[1:]))
     me, _ = peak_rss_mib()
-    print(f"\npeak RSS: main {me:.0f} MiB, largest EpisodeDataset worker {worker_peak:.0f} MiB; "
+    print(f"peak RSS: main {me:.0f} MiB, largest EpisodeDataset worker {worker_peak:.0f} MiB; "
           f"cpu cores: {os.cpu_count()}")
 
 

@@ -148,6 +148,9 @@ def main() -> None:
     for name, rate, first, cpu in rows:
         print(f"{name:52} {rate:10.0f} {rate / bound:8.2f} {1000 * cpu:10.3f} {cpu / bound_cpu:12.2f} "
               + (f"{first:9.2f}s" if first is not None else ""))
+    pure = bench.pure_decode_cpu(paths, min(pack.samples, 4000))
+    print(f"\npure decode (the same JPEGs into one reused array, no allocation): {1000 * pure:.3f} ms/sample; "
+          + ", ".join(f"{name.split(',')[-1].split('(')[0].strip()} {cpu / pure:.2f}×" for name, _, _, cpu in rows[1:]))
     ratios = [c / w for c, w in zip(cold, cached)]
     print(f"\nfirst epoch from S3 / cached epoch: median {median(ratios):.2f} (each pair: "
           f"{', '.join(f'{r:.2f}' for r in ratios)}); the S3 server used a median "

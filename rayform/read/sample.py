@@ -1,4 +1,5 @@
 """Building the training sample from a raw shard sample: the one place both datasets share.
+Samples are built a batch at a time (``SampleBuilder.fill``), one alone as a batch of one.
 
 A raw sample is ``{member: bytes}`` as the tar holds it. The built sample (numpy; the torch
 datasets wrap the arrays without copying) is:

@@ -5,16 +5,19 @@
 (so a kept ``batch["t_ns"]`` never holds the images): inside a DataLoader worker the images
 go in a recycled slot of the worker's shared-memory arena (``rayform.torch.arena``: only the
 slot's number crosses to the main process, and the slot is reused once no tensor there uses
-it), else in fresh shared memory; each sample's images are decoded straight into their rows
-and its arrays written into theirs. A sample's values are views of its rows (images as
-``(C, H, W)`` views of ``(H, W, C)`` rows). The default collate recognises these samples
-(:class:`Sample` is registered in torch's ``default_collate_fn_map``) and returns the
-buffer's arrays as the batch, with no copy: images come out ``(B, C, H, W)`` in
-channels-last memory format. Whatever a user's transform replaced, or a batch assembled
-from other samples, is collated the ordinary way.
+it), else in fresh shared memory. ``SampleBuilder.fill`` decodes the batch's images straight
+into their rows and computes its other arrays together, in place. Without a transform the
+dataset returns a :class:`BuiltBatch`, whose samples are made only if asked for; the default
+collate (:class:`Sample` is registered in torch's ``default_collate_fn_map``) returns the
+buffer's arrays as the batch, with no copy and no per-row dict: images come out
+``(B, C, H, W)`` in channels-last memory format. A transform gets each sample as a
+:class:`Sample` of views of its rows; whatever it (or a ``collate_fn`` of the user's)
+replaced, or a batch assembled from other samples, is collated the ordinary way.
 
 Why: on this kind of machine fresh memory costs about as much as decoding into it, and
-the default path pays for it twice (decode, then stack into shared memory per key).
+the default path pays for it twice (decode, then stack into shared memory per key); and
+per sample, a dict of tensors and the arrays computed one sample at a time cost ~15 µs,
+which over a batch of 64 is a few numpy calls.
 """
 
 from __future__ import annotations
