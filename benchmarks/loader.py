@@ -149,11 +149,11 @@ def live_worker_peak_mib(exclude: int | None = None) -> float:
     return peak
 
 
-def run_loader(loader, epochs: int, set_epoch=None, episodes: list | None = None
+def run_loader(loader, epochs: int, set_epoch=None, episodes: list | None = None, between=None
                ) -> list[tuple[float, float, int, float]]:
     """Per epoch: (seconds to first batch, samples/s, samples, CPU seconds per sample in all
     processes). ``episodes``: gets, per epoch, the episode (segment id) of every sample of
-    every batch, for the mixing measure."""
+    every batch, for the mixing measure; ``between``: called after each epoch, untimed."""
     out = []
     for epoch in range(epochs):
         if set_epoch:
@@ -172,6 +172,8 @@ def run_loader(loader, epochs: int, set_epoch=None, episodes: list | None = None
         if episodes is not None:
             episodes.append(seen)
         out.append((first, n / (time.perf_counter() - t0), n, (cpu_seconds() - c0) / max(n, 1)))
+        if between:
+            between()
     return out
 
 
@@ -221,11 +223,15 @@ def main() -> None:
     dataset = rayform.torch.EpisodeDataset(slice_, obs=["cam0/rgb", "wrist/rgb", "joints/position"],
                                            action="joints/position_delta", fps=FPS, horizon=16, frame="ros")
     loader = DataLoader(dataset, batch_size=64, num_workers=args.workers, shuffle=True, persistent_workers=True)
-    res = run_loader(loader, args.epochs, dataset.set_epoch)
+    # the bound measured again just before and after each epoch: on a shared machine one measure
+    # of it moves by 15% within a minute, so each epoch's CPU is also set against its neighbours
+    beside = [jpeg_bound(paths, pack, min(n, 4000))]
+    res = run_loader(loader, args.epochs, dataset.set_epoch,
+                     between=lambda: beside.append(jpeg_bound(paths, pack, min(n, 4000))))
     rows.append(("rayform EpisodeDataset", res[-1][1], res[0][0], res[0][1], res[-1][3]))
+    paired = [r[3] / ((a[2] + b[2]) / 2) for r, a, b in zip(res, beside, beside[1:])]
     worker_peak = live_worker_peak_mib()
-    # the bound again, twice, after the loader's epochs: one measure of it moves by 15% from run to run
-    bounds += [jpeg_bound(paths, pack, min(n, 4000)) for _ in range(2)]
+    bounds += beside
     bound, bound_cpu = float(np.median([b[0] for b in bounds])), float(np.median([b[2] for b in bounds]))
     rows.insert(0, (f"bound: 1 process decoding the JPEGs, median of {len(bounds)}", bound, None, None, bound_cpu))
     del loader
@@ -261,8 +267,12 @@ def main() -> None:
         per_sample = decodes[0] if decodes else 1  # frames decoded per camera per sample
         print(f"{name:40} {rate:10.0f} {rate * per_sample / bound:8.2f} {1000 * cpu:10.3f} {cpu / bound_cpu:12.2f} "
               f"{extra}")
+    warm = paired[1:] or paired
+    print(f"\nrayform EpisodeDataset's CPU per sample over the bound's measured just before and after "
+          f"each epoch: {', '.join(f'{p:.2f}' for p in paired)} (median of the epochs after the first: "
+          f"{float(np.median(warm)):.2f})")
     pure = pure_decode_cpu(paths, min(n, 4000))
-    print(f"\npure decode (the same JPEGs into one reused array, no allocation): {1000 * pure:.3f} ms/sample; "
+    print(f"pure decode (the same JPEGs into one reused array, no allocation): {1000 * pure:.3f} ms/sample; "
           + ", ".join(f"{name.split(' (')[0]} {cpu / pure:.2f}×" for name, _, _, _, cpu, *_ in rows[1:]))
     me, _ = peak_rss_mib()
     print(f"peak RSS: main {me:.0f} MiB, largest EpisodeDataset worker {worker_peak:.0f} MiB; "
