@@ -36,18 +36,26 @@ from rayform.torch.arena import lease, worker_arena
 from rayform.torch.tensors import to_torch
 
 ALIGN = 64
+# Images start 16 bytes past a 64-byte boundary: libjpeg-turbo's SIMD colour conversion,
+# writing rows to 32-byte-aligned addresses, decoded a 224×224 frame ~6 µs (3%) slower than
+# to ones 16 bytes off (measured on this project's Xeon, into /dev/shm-backed slots; also 0,
+# 32, 64, 1024, 2048 against 16, 48, 80, 144, 272, 528 bytes off a page). No tensor op
+# needs more than 16-byte alignment of uint8 rows.
+IMAGE_SKEW = 16
 CollateMap = dict[type | tuple[type, ...], Callable[..., Any]]
 
 
 Span = tuple[str, tuple[int, ...], str, int, int]  # key, (size, *shape), dtype, offset, bytes
 
 
-def _spans(layout: list[tuple[str, tuple[int, ...], np.dtype]], size: int) -> tuple[list[Span], int]:
+def _spans(layout: list[tuple[str, tuple[int, ...], np.dtype]], size: int, skew: int = 0
+           ) -> tuple[list[Span], int]:
+    """Each key's place in one allocation: ``ALIGN``-aligned, plus ``skew`` bytes."""
     spans, total = [], 0
     for key, shape, dtype in layout:
         nbytes = size * int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-        spans.append((key, (size, *shape), dtype.str, total, nbytes))
-        total += (nbytes + ALIGN - 1) // ALIGN * ALIGN
+        spans.append((key, (size, *shape), dtype.str, total + skew, nbytes))
+        total += (skew + nbytes + ALIGN - 1) // ALIGN * ALIGN
     return spans, total
 
 
@@ -76,7 +84,7 @@ class BatchBuffer:
         self.size = size
         self.images = images  # keys whose rows are (H, W[, C]) and whose batch is channels first
         self.stacked = stacked  # image keys with history: rows (N, H, W[, C]), batch (B, N, C, H, W)
-        self.image_spans, image_bytes = _spans([x for x in layout if x[0] in images], size)
+        self.image_spans, image_bytes = _spans([x for x in layout if x[0] in images], size, IMAGE_SKEW)
         small_spans, small_bytes = _spans([x for x in layout if x[0] not in images], size)
         in_worker = get_worker_info() is not None
         arena = worker_arena(image_bytes) if in_worker and image_bytes else None
