@@ -150,7 +150,8 @@ def main() -> None:
               + (f"{first:9.2f}s" if first is not None else ""))
     pure = bench.pure_decode_cpu(paths, min(pack.samples, 4000))
     print(f"\npure decode (the same JPEGs into one reused array, no allocation): {1000 * pure:.3f} ms/sample; "
-          + ", ".join(f"{name.split(',')[-1].split('(')[0].strip()} {cpu / pure:.2f}×" for name, _, _, cpu in rows[1:]))
+          + ", ".join(f"{short} {cpu / pure:.2f}×" for short, (_, _, _, cpu)
+                      in zip(["webdataset", "first epoch from S3", "cached epoch"], rows[1:])))
     ratios = [c / w for c, w in zip(cold, cached)]
     print(f"\nfirst epoch from S3 / cached epoch: median {median(ratios):.2f} (each pair: "
           f"{', '.join(f'{r:.2f}' for r in ratios)}); the S3 server used a median "
