@@ -34,6 +34,9 @@ from rayform.permutation import Permutation
 
 EQUALIZE = ("pad", "drop")
 _WINDOW_SALT = 0x57 << 56
+# The version of the epoch order EpochPlan makes (windows ramping up since 2): a saved state
+# says the one it was saved under, so a reader that makes another order can tell.
+ORDER = 2
 _CACHED_WINDOWS = 1024
 
 

@@ -203,7 +203,7 @@ class StreamingEpisodeDataset(Normalization, IterableDataset[dict[str, Any]]):
         worker's under torchdata's ``StatefulDataLoader`` (which resumes the same topology)."""
         here = self.world()
         state = {"epoch": self.epoch, "seed": self.seed, "partitions": self.partitions,
-                 "global_batch": self.global_batch}
+                 "global_batch": self.global_batch, "order": partition.ORDER}
         if step is not None:
             if isinstance(step, bool) or not isinstance(step, int) or step < 0:
                 raise InvalidInput(f"state_dict step {step!r}: the number of global batches consumed, at least 0")
@@ -224,6 +224,11 @@ class StreamingEpisodeDataset(Normalization, IterableDataset[dict[str, Any]]):
                 raise InvalidInput(f"state_dict: saved with {key} {state[key]}, this dataset has {mine}. {fix}")
         if "step" not in state:
             raise InvalidInput(f"state_dict {sorted(state)}: not a state of a StreamingEpisodeDataset (no 'step')")
+        # a state without "order" was saved before it was written down: read as this order
+        if state.get("order", partition.ORDER) != partition.ORDER:
+            raise InvalidInput(f"state_dict: saved under epoch order {state['order']!r}, this rayform makes order "
+                               f"{partition.ORDER}: resume with the rayform version that saved it, or start the "
+                               "epoch over (state_dict(step=0) of the same epoch)")
         here = self.world()
         worker = state.get("worker")
         if worker is not None and (state.get("workers") != here.workers or worker != here.worker):
