@@ -246,3 +246,22 @@ def test_a_sample_a_collate_fn_changed_is_collated_as_changed(packed):
     assert torch.equal(batch["joints/position"][[0, 1, 3, 4, 5]], original["joints/position"][[0, 1, 3, 4, 5]])
     assert batch["meta"]["site"][4] == "elsewhere" and batch["meta"]["site"][3] == original["meta"]["site"][3]
     assert torch.equal(batch["cam0/rgb"], original["cam0/rgb"])
+
+
+def test_a_collate_fn_may_sort_and_drop_the_samples_it_is_given(packed):
+    """A ``collate_fn`` gets a list: sorting it, or dropping a sample, works as on a list, and
+    the batch holds the samples in the order left."""
+    _, s = packed
+    ds = _dataset(s)
+
+    def collate(samples):
+        samples.sort(key=lambda x: -int(x["t_ns"]) - 10**12 * x["meta"]["episode_index"])
+        del samples[0]
+        return default_collate(samples)
+
+    batch = next(iter(DataLoader(ds, batch_size=8, collate_fn=collate)))
+    kept = sorted((dict(ds[i]) for i in range(8)), key=lambda x: -int(x["t_ns"]) - 10**12 * x["meta"]["episode_index"])[1:]
+    manual = default_collate(kept)
+    for key in ["cam0/rgb", "joints/position", "action", "t_ns"]:
+        assert torch.equal(batch[key], manual[key]), key
+    assert batch["t_ns"].shape == (7,)

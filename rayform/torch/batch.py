@@ -23,7 +23,7 @@ which over a batch of 64 is a few numpy calls.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, MutableSequence, Sequence
 from typing import Any, overload
 
 import numpy as np
@@ -209,41 +209,70 @@ class BatchLayout:
         return built if transform is None else [transform(sample) for sample in built]
 
 
-class BuiltBatch(Sequence[dict[str, Any]]):
+class BuiltBatch(MutableSequence[dict[str, Any]]):
     """The samples of a batch built whole into one :class:`BatchBuffer`, each made (as a
     :class:`Sample` of views of its rows) only when asked for: the default collate returns
-    the buffer's arrays as the batch and makes none but the first. A sample a caller
-    changed (a value replaced) makes the batch collate the ordinary way."""
+    the buffer's arrays as the batch and makes none but the first. A list to a ``collate_fn``
+    of the user's: once it changes the list (sorts, drops, replaces a sample) or a sample
+    (replaces a value), the batch is collated the ordinary way."""
 
     def __init__(self, buf: BatchBuffer, builder: SampleBuilder, metas: list[dict[str, Any]]):
         self.buf = buf
         self.builder = builder
         self.metas = metas
         self._made: list[Sample | None] = [None] * len(metas)
+        self._list: list[dict[str, Any]] | None = None  # every sample, once the list itself was changed
 
     def __len__(self) -> int:
-        return len(self.metas)
+        return len(self.metas) if self._list is None else len(self._list)
 
     @overload
-    def __getitem__(self, j: int) -> Sample: ...
+    def __getitem__(self, j: int) -> dict[str, Any]: ...
 
     @overload
-    def __getitem__(self, j: slice) -> list[Sample]: ...
+    def __getitem__(self, j: slice) -> list[dict[str, Any]]: ...
 
-    def __getitem__(self, j: int | slice) -> Sample | list[Sample]:
+    def __getitem__(self, j: int | slice) -> dict[str, Any] | list[dict[str, Any]]:
+        if self._list is not None:
+            return self._list[j]
         if isinstance(j, slice):
             return [self[i] for i in range(*j.indices(len(self)))]
-        if j < 0:
-            j += len(self)
+        if not -len(self) <= j < len(self):
+            raise IndexError(f"sample {j} of a batch of {len(self)}")
+        j %= len(self)
         made = self._made[j]
         if made is None:
             made = self._made[j] = Sample(to_torch(self.builder.sample(self.buf.rows, j, self.metas[j])), self.buf, j)
         return made
 
+    def _changing(self) -> list[dict[str, Any]]:
+        if self._list is None:
+            self._list = [self[i] for i in range(len(self))]
+        return self._list
+
+    @overload
+    def __setitem__(self, j: int, value: dict[str, Any]) -> None: ...
+
+    @overload
+    def __setitem__(self, j: slice, value: Iterable[dict[str, Any]]) -> None: ...
+
+    def __setitem__(self, j: int | slice, value: Any) -> None:
+        self._changing()[j] = value
+
+    def __delitem__(self, j: int | slice) -> None:
+        del self._changing()[j]
+
+    def insert(self, j: int, value: dict[str, Any]) -> None:
+        self._changing().insert(j, value)
+
+    def sort(self, *, key: Callable[[dict[str, Any]], Any] | None = None, reverse: bool = False) -> None:
+        """As ``list.sort`` (a ``collate_fn`` may sort its samples)."""
+        self._changing().sort(key=key, reverse=reverse)  # type: ignore[arg-type]
+
     def untouched(self) -> bool:
-        """No sample made so far has had a value replaced or added."""
-        return all(s is None or (s.keys() == s.made.keys() and all(s[k] is v for k, v in s.made.items()))
-                   for s in self._made)
+        """Neither the list nor any sample made so far has been changed."""
+        return self._list is None and all(
+            s is None or (s.keys() == s.made.keys() and all(s[k] is v for k, v in s.made.items())) for s in self._made)
 
     def collated(self, collate_fn_map: CollateMap | None) -> dict[str, Any]:
         out: dict[str, Any] = {key: self.buf.batch_view(key) for key in self.buf.tensors}
