@@ -110,6 +110,36 @@ def test_random_reads_keep_the_mapped_pages_within_the_budget(tmp_path, monkeypa
         assert peak > 0.8 * total_kib, (peak, total_kib)
 
 
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="needs Linux's /proc/self/status")
+def test_pages_are_dropped_when_the_mapped_pages_reach_the_budget_not_before(tmp_path, monkeypatch):
+    """The drop is decided on what the process holds mapped (RssFile), not on the reads'
+    upper bound (a 2 MiB folio a read): with a budget several batches' pages wide, the pages
+    are dropped every few batches, each drop re-faulting what is read next, and stay within
+    the budget and one batch's reads."""
+    import numpy as np
+
+    import rayform
+    import rayform.read.reader as reader
+    from rayform.converters.demo import DemoConfig, ingest_demo
+
+    c = rayform.Client(tmp_path / "store")
+    s = c.slices.create(ingest_demo(c, "lab", DemoConfig(episodes=3, seconds=4.0, image_size=160)))
+    c.pack(s, 30, workers=1, progress=False, shard_bytes=1 << 18)
+    budget = 2 << 20
+    monkeypatch.setattr(reader, "RESIDENT_BYTES", budget)
+    drops = []
+    monkeypatch.setattr(reader.PackReader, "drop_pages",
+                        lambda self, drop=reader.PackReader.drop_pages: (drops.append(1), drop(self))[1])
+    ds = rayform.torch.EpisodeDataset(s, obs=["cam0/rgb", "wrist/rgb"], fps=30)
+    batches = np.array_split(np.random.default_rng(0).permutation(len(ds)), len(ds) // 4)
+    peak = 0
+    for batch in batches:
+        ds.__getitems__(batch.tolist())
+        peak = max(peak, _mapped_kib(c.store.root))
+    assert 1 <= len(drops) < len(batches) / 3, (len(drops), len(batches))  # the upper bound dropped every batch
+    assert peak < (budget >> 10) + 4 * 1024, peak
+
+
 @pytest.fixture
 def chunked(tmp_path, monkeypatch):
     """A local store whose pack has shards of many 16 KiB chunks; nothing remembered as verified."""

@@ -13,8 +13,9 @@ a streaming reader drops each as soon as it is through with it (``release``).
 
 Mapped pages count in a process's RSS (monitors and cgroup limits see them) although they
 are the page cache's: a random reader over a large slice would end up with the whole slice
-resident. So once about ``RESIDENT_BYTES`` may have been mapped by reads, the maps' pages are
-dropped from the process (``drop_pages``; they stay cached). A random reader
+resident. So once the process's mapped file pages (``RssFile``) have grown by
+``RESIDENT_BYTES`` since the last drop, the maps' pages are dropped from the process
+(``drop_pages``; they stay cached). A random reader
 (``whole_shards=False``, as ``EpisodeDataset``'s) and a streaming one alike map a page only
 when it is read (``MAP_POPULATE`` of a whole shard put all of it in the reader's RSS at once:
 a 66 MB shard of a large slice was 60 MB more in a worker, between one page drop and the
@@ -46,6 +47,7 @@ import numpy as np
 from rayform.codec import records
 from rayform.errors import BlobNotFound, IntegrityError, Malformed, StoreError
 from rayform.pack.manifest import Pack
+from rayform.read.resident import resident_file_bytes
 from rayform.store import files
 from rayform.store.arrival import Arrival
 from rayform.store.cached import CachedStore, StoreRef
@@ -53,11 +55,11 @@ from rayform.store.eviction import Pin
 from rayform.store.fetch import Retry
 
 MAX_MAPS = 256  # shards kept mapped (and pinned) per reader; each costs a file descriptor
-# Bytes of shards (and index) read through the maps before their pages are dropped from this
-# process's resident set (madvise DONTNEED: they stay in the page cache, and a later read
-# maps them again from there), so RSS as a monitor or a cgroup sees it stays bounded
-# however large the slice; 0 never drops them.
-RESIDENT_BYTES = int(os.environ.get("RAYFORM_READER_RESIDENT", str(64 << 20)))
+# Bytes of mapped file pages this process may gain (RssFile; where the OS does not say, the
+# reads' upper bound) before the maps' pages are dropped from its resident set (madvise
+# DONTNEED: they stay in the page cache, and a later read maps them again from there), so
+# RSS as a monitor or a cgroup sees it stays bounded however large the slice; 0 never drops.
+RESIDENT_BYTES = int(os.environ.get("RAYFORM_READER_RESIDENT", str(32 << 20)))
 FAULT_AROUND = 2 << 20  # what one read may map: the page cache maps whole folios, up to 2 MiB
 PIN_TRIES = 3  # a shard evicted by another process between its fetch and its pin is fetched again
 
@@ -84,7 +86,8 @@ class PackReader:
         self._index_map: mmap.mmap | None = None
         self._chunked: dict[int, ChunkCheck] = {}  # shards of a local store verified chunk by chunk as read
         self._arrivals: dict[int, Arrival] = {}  # shards read while they arrive
-        self._read = 0  # bytes read through the maps since their pages were last dropped
+        self._read = 0  # bytes read through the maps since their pages were last dropped (an upper bound)
+        self._resident_base: int | None = None  # this process's RssFile just after that drop
 
     def __getstate__(self) -> dict[str, Any]:
         return {"_store_ref": self._store_ref, "pack": self.pack, "members": self.members, "_cols": self._cols,
@@ -262,7 +265,7 @@ class PackReader:
         # small read is counted as what it may map
         self._read += int(np.maximum(found[:, 2] - found[:, 1], FAULT_AROUND).sum()) + FAULT_AROUND * len(found)
         if RESIDENT_BYTES and self._read > RESIDENT_BYTES:
-            self.drop_pages()
+            self._bound_resident()
         rows = found.tolist()
         out = []
         for i, row in zip(ids, rows):
@@ -279,6 +282,18 @@ class PackReader:
             out.append((f"{self.pack.slice_id}#{i}", members))
         return out
 
+    def _bound_resident(self) -> None:
+        """Drop the maps' pages once they may hold ``RESIDENT_BYTES``: when this process's mapped
+        file pages (``RssFile``) have grown by that much since the last drop, or, where the OS
+        does not say, when the reads' upper bound has. (The bound counts a whole 2 MiB folio a
+        read; here a read maps about 60 KiB: dropping on the bound alone dropped every 16
+        samples, and each drop's pages were faulted in again.)"""
+        now = resident_file_bytes()
+        if now is None or self._resident_base is None or now - self._resident_base > RESIDENT_BYTES:
+            self.drop_pages()
+        else:
+            self._read = now - self._resident_base
+
     def drop_pages(self) -> None:
         """Drop the mapped shards' and index's pages from this process's resident set. Safe with
         views still in use: the maps are shared and read-only, so a page read again is mapped
@@ -288,6 +303,7 @@ class PackReader:
         if self._index_map is not None:
             self._index_map.madvise(mmap.MADV_DONTNEED)
         self._read = 0
+        self._resident_base = resident_file_bytes()
 
     @property
     def pull(self) -> str:
