@@ -152,6 +152,9 @@ def main() -> None:
     print(f"\npure decode (the same JPEGs into one reused array, no allocation): {1000 * pure:.3f} ms/sample; "
           + ", ".join(f"{short} {cpu / pure:.2f}×" for short, (_, _, _, cpu)
                       in zip(["webdataset", "first epoch from S3", "cached epoch"], rows[1:])))
+    paired = [c / b for c, b in zip(cached_cpu, bound_cpus)]  # the bound is measured just before each pair
+    print(f"cached epoch's CPU over the bound measured just before its pair: "
+          f"{', '.join(f'{p:.2f}' for p in paired)} (median {median(paired):.2f})")
     ratios = [c / w for c, w in zip(cold, cached)]
     print(f"\nfirst epoch from S3 / cached epoch: median {median(ratios):.2f} (each pair: "
           f"{', '.join(f'{r:.2f}' for r in ratios)}); the S3 server used a median "
