@@ -286,8 +286,8 @@ class PackReader:
         """Drop the maps' pages once they may hold ``RESIDENT_BYTES``: when this process's mapped
         file pages (``RssFile``) have grown by that much since the last drop, or, where the OS
         does not say, when the reads' upper bound has. (The bound counts a whole 2 MiB folio a
-        read; here a read maps about 60 KiB: dropping on the bound alone dropped every 16
-        samples, and each drop's pages were faulted in again.)"""
+        read; here a read maps about 60 KiB: dropping on the bound alone dropped at every
+        batch of 64, and each drop's pages were faulted in again.)"""
         now = resident_file_bytes()
         if now is None or self._resident_base is None or now - self._resident_base > RESIDENT_BYTES:
             self.drop_pages()
