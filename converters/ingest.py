@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -62,67 +62,108 @@ class IngestReport:
     slice: Slice | None = None
 
 
-def convert_source(store: StoreRef, fmt: str, path: str, site: str, options: Mapping[str, Any]) -> list[SegmentRef]:
-    """Convert one source completely, then store its segments all or nothing (runs in pool workers).
+@dataclass(frozen=True)
+class SourceJob:
+    """One source to convert, as a job for any executor (it pickles: no open handles)."""
+
+    store: StoreRef
+    fmt: str
+    path: str
+    site: str
+    options: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class SourceResult:
+    """A converted source: its segments (stored, not yet visible) and the blobs it wrote that
+    were not in the store before (taken back if the ingest fails)."""
+
+    segments: list[SegmentRef]
+    written: list[str]
+
+
+def convert_source(job: SourceJob) -> SourceResult:
+    """Convert one source completely and store its segments' data, making none visible (runs
+    on the executor: each task writes its blobs to the store itself and returns only refs).
 
     A source file is untrusted input: whatever a malformed one makes a reader library raise
-    is one InvalidInput naming the source, never a traceback.
-    """
-    source = Path(path)
+    is one InvalidInput naming the source, never a traceback. A failure, or a stop, takes back
+    the blobs this source wrote."""
+    source = Path(job.path)
     if not source.exists():
         raise InvalidInput(f"{source}: no such file or folder")
-    try:
-        episodes = list(FORMATS[fmt](source, options))  # whole source first: a failure stores nothing
-        if not episodes:
-            raise InvalidInput(f"{source}: no episodes to convert")
-        if options.get("task"):  # the task or instruction the user names, over what the source says
-            episodes = [(name, streams, {**meta, "task": str(options["task"])}) for name, streams, meta in episodes]
-        client = Client(store.open())
-        # every episode checked and its data stored before any becomes visible
-        return client.segments.add_many([(site, name, streams, meta) for name, streams, meta in episodes])
-    except RayformError as e:
-        if str(source) in str(e):
+    segments = Client(job.store.open()).segments
+    with segments.store.recording_new_blobs() as written:
+        try:
+            episodes = list(FORMATS[job.fmt](source, job.options))  # whole source first
+            if not episodes:
+                raise InvalidInput(f"{source}: no episodes to convert")
+            task = job.options.get("task")
+            if task:  # the task or instruction the user names, over what the source says
+                episodes = [(name, streams, {**meta, "task": str(task)}) for name, streams, meta in episodes]
+            refs = segments.store_many([(job.site, name, streams, meta) for name, streams, meta in episodes],
+                                       allow_nonfinite=bool(job.options.get("allow_nonfinite")))
+        except BaseException as e:
+            segments.discard(written)
+            if isinstance(e, RayformError):
+                if str(source) in str(e):
+                    raise
+                raise type(e)(f"{source}: {e}") from None
+            if isinstance(e, Exception) and not isinstance(e, MemoryError):
+                raise InvalidInput(f"{source}: cannot convert it as {job.fmt} ({type(e).__name__}: "
+                                   f"{str(e)[:200]})") from None
             raise
-        raise type(e)(f"{source}: {e}") from None
-    except MemoryError:
-        raise
-    except Exception as e:
-        raise InvalidInput(f"{source}: cannot convert it as {fmt} ({type(e).__name__}: {str(e)[:200]})") from None
+    return SourceResult(refs, list(written))
 
 
 def ingest(
     client: Client,
     fmt: str,
-    paths: Sequence[str | os.PathLike],
+    paths: Sequence[str | os.PathLike[str]],
     site: str,
     *,
     options: Mapping[str, Any] | None = None,
     slice_name: str | None = None,
+    executor: Executor | None = None,
     workers: int | None = None,
     progress: bool = True,
 ) -> IngestReport:
+    """Convert ``paths`` (of format ``fmt``) into segments at ``site``, all or nothing: every
+    source is converted and its data stored before any segment becomes visible, and a failure
+    (or Ctrl-C) anywhere takes back every blob this ingest wrote, leaving the store as it was.
+
+    Sources convert in parallel: on ``executor`` (any ``concurrent.futures.Executor``, e.g. a
+    Dask cluster's; each task writes straight to the store), else a process pool of
+    ``workers`` (default: all cores)."""
     if fmt not in FORMATS:
         raise InvalidInput(f"format {fmt!r}: one of {', '.join(sorted(FORMATS))}")
     from tqdm.auto import tqdm
 
+    from rayform.jobs import JobRunner
     from rayform.recordings.segments import check_site
 
     check_site(site)
-    options = dict(options or {})
+    if not paths:
+        raise InvalidInput(f"ingest {fmt}: no sources given")
+    jobs = [SourceJob(client.store.ref, fmt, os.fspath(p), site, dict(options or {})) for p in paths]
+    workers = min(len(jobs), workers or os.cpu_count() or 1)
     report = IngestReport()
-    args = [(client.store.ref, fmt, os.fspath(p), site, options) for p in paths]
-    bar = tqdm(total=len(args), unit="source", desc=f"ingest {fmt}", disable=not progress, leave=False)
-    workers = min(len(args), workers or os.cpu_count() or 1)
-    if workers <= 1:
-        for a in args:
-            report.segments += convert_source(*a)
-            bar.update()
-    else:
-        with ProcessPoolExecutor(workers) as pool:
-            for refs in pool.map(convert_source, *zip(*args)):
-                report.segments += refs
+    done: list[SourceResult] = []
+    runner = JobRunner(executor, workers)
+    try:
+        with runner, tqdm(total=len(jobs), unit="source", desc=f"ingest {fmt}", disable=not progress,
+                          leave=False) as bar:
+            for result in runner.each(convert_source, jobs):
+                done.append(result)
                 bar.update()
-    bar.close()
+    except BaseException as e:
+        # the pool is stopped: what its jobs still finished is taken back with the rest
+        client.segments.discard([d for r in done + runner.finished() for d in r.written])
+        if isinstance(e, RayformError) and len(jobs) > 1:
+            raise type(e)(f"{e}. Nothing of this ingest of {len(jobs)} sources was stored") from None
+        raise
+    report.segments = [ref for r in done for ref in r.segments]
+    client.segments.record(report.segments)
     if slice_name:
         report.slice = client.slices.create(report.segments, name=slice_name)
     return report

@@ -1,49 +1,74 @@
 """rayform: robot recordings into training data that streams.
 
-``import rayform`` is light: it imports neither torch nor any converter's library.
-``rayform.torch`` (the datasets) is imported on first use.
+``import rayform`` is light: each public name below is imported on first use, so it imports
+neither torch nor any converter's library (nor numpy, until a name needs it), and the
+``rayform`` command answers Ctrl-C from its first instant. ``rayform.torch`` (the datasets)
+is imported on first use too.
 """
 
 from __future__ import annotations
 
 import importlib
-from typing import Any
-
-from rayform.client import Client
-from rayform.errors import (
-    IntegrityError,
-    InvalidInput,
-    Malformed,
-    NotFound,
-    OfflineError,
-    PackNotFound,
-    RayformError,
-    SegmentNotFound,
-    SliceNotFound,
-    StoreError,
-    StreamNotFound,
-)
-from rayform.pack import Pack, PackSpec
-from rayform.recordings.segments import Segment, SegmentRef
-from rayform.recordings.slices import Slice
-from rayform.recordings.streams import ArrayStream, ImageStream, PoseStream
-from rayform.store.cache import ShardCache
-from rayform.store.cached import CachedStore
-from rayform.store.store import Store
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
+# public name -> the module that defines it
+_PUBLIC = {
+    "Client": "rayform.client",
+    "IntegrityError": "rayform.errors", "InvalidInput": "rayform.errors", "Malformed": "rayform.errors",
+    "NotFound": "rayform.errors", "OfflineError": "rayform.errors", "PackNotFound": "rayform.errors",
+    "RayformError": "rayform.errors", "SegmentNotFound": "rayform.errors", "SliceNotFound": "rayform.errors",
+    "StoreError": "rayform.errors", "StreamNotFound": "rayform.errors",
+    "Pack": "rayform.pack", "PackSpec": "rayform.pack",
+    "Segment": "rayform.recordings.segments", "SegmentRef": "rayform.recordings.segments",
+    "Slice": "rayform.recordings.slices",
+    "ArrayStream": "rayform.recordings.streams", "ImageStream": "rayform.recordings.streams",
+    "PoseStream": "rayform.recordings.streams",
+    "ShardCache": "rayform.store.cache", "CachedStore": "rayform.store.cached", "Store": "rayform.store.store",
+}
+
 __all__ = [
     "ArrayStream", "CachedStore", "Client", "ImageStream", "IntegrityError", "InvalidInput", "Malformed", "NotFound",
-    "OfflineError",
-    "Pack", "PackNotFound", "PackSpec", "PoseStream", "RayformError", "Segment", "SegmentNotFound",
+    "OfflineError", "Pack", "PackNotFound", "PackSpec", "PoseStream", "RayformError", "Segment", "SegmentNotFound",
     "SegmentRef", "ShardCache", "Slice", "SliceNotFound", "Store", "StoreError", "StreamNotFound", "__version__",
 ]
 
+if TYPE_CHECKING:
+    from rayform.client import Client
+    from rayform.errors import (
+        IntegrityError,
+        InvalidInput,
+        Malformed,
+        NotFound,
+        OfflineError,
+        PackNotFound,
+        RayformError,
+        SegmentNotFound,
+        SliceNotFound,
+        StoreError,
+        StreamNotFound,
+    )
+    from rayform.pack import Pack, PackSpec
+    from rayform.recordings.segments import Segment, SegmentRef
+    from rayform.recordings.slices import Slice
+    from rayform.recordings.streams import ArrayStream, ImageStream, PoseStream
+    from rayform.store.cache import ShardCache
+    from rayform.store.cached import CachedStore
+    from rayform.store.store import Store
+
 
 def __getattr__(name: str) -> Any:
-    # `rayform.torch.EpisodeDataset` works after a bare `import rayform`, without
-    # making every `import rayform` pay for importing torch.
+    module = _PUBLIC.get(name)
+    if module is not None:
+        value = getattr(importlib.import_module(module), name)
+        globals()[name] = value  # once: later lookups are plain attribute reads
+        return value
+    # `rayform.torch.EpisodeDataset` works after a bare `import rayform`
     if name in ("torch", "converters"):
         return importlib.import_module(f"rayform.{name}")
     raise AttributeError(f"module 'rayform' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_PUBLIC])

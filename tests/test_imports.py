@@ -19,3 +19,15 @@ def test_rayform_torch_is_there_after_a_bare_import():
     code = "import rayform; print(rayform.torch.EpisodeDataset.__name__, rayform.torch.StreamingEpisodeDataset.__name__)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["EpisodeDataset", "StreamingEpisodeDataset"]
+
+
+def test_import_rayform_loads_each_name_on_first_use():
+    """A bare import loads nothing heavy (the command answers Ctrl-C from its first instant);
+    each public name still resolves, by attribute and by ``from rayform import``."""
+    code = ("import sys, rayform; before = 'numpy' in sys.modules; from rayform import Client, SliceNotFound; "
+            "print(before, rayform.Client is Client, issubclass(SliceNotFound, KeyError), "
+            "'Client' in dir(rayform), sorted(rayform.__all__) == sorted(set(rayform.__all__)))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["False", "True", "True", "True", "True"]
+    missing = subprocess.run([sys.executable, "-c", "import rayform; rayform.Clinet"], capture_output=True, text=True)
+    assert "has no attribute 'Clinet'" in missing.stderr

@@ -351,7 +351,8 @@ def ingest(args: argparse.Namespace) -> int:
         raise InvalidInput("ingest: --site is required (where the recordings come from)")
     client = _client(args)
     options = {"mapping": _mapping(args), "allow_missing": args.allow_missing, "fps": args.fps, "stamp": args.stamp,
-               "joints": [j.strip() for j in args.joints.split(",")] if args.joints else None, "task": args.task}
+               "joints": [j.strip() for j in args.joints.split(",")] if args.joints else None, "task": args.task,
+               "allow_nonfinite": args.allow_nonfinite}
     report = ingest_sources(client, args.format, args.paths, args.site, options=options, slice_name=args.slice,
                             workers=args.workers, progress=not args.quiet)
     for ref in report.segments:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import signal
 import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
@@ -134,6 +135,8 @@ def _parser() -> argparse.ArgumentParser:
                      help="ros: the header stamp when set (default), or always the log time")
     ing.add_argument("--joints", help="ros: comma-separated joint names, in the order wanted")
     ing.add_argument("--task", help="the task or language instruction of every episode (lerobot: over its own)")
+    ing.add_argument("--allow-nonfinite", action="store_true",
+                     help="keep NaN and infinite values in array streams (refused by default; statistics skip them)")
     ing.add_argument("--workers", type=int, help="sources converted at once (default: all cores)")
     ing.add_argument("--list", action="store_true", help="show what each source holds; convert nothing")
     ing.set_defaults(run=c.ingest)
@@ -211,6 +214,18 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        return _run(argv)
+    except KeyboardInterrupt:
+        # One line, exit 130, whatever was running: a pool of ours is stopped on its way out
+        # (``rayform.jobs``). A second Ctrl-C while this exits changes nothing.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        _close_bars()
+        print("rayform: interrupted", file=sys.stderr)
+        return 130
+
+
+def _run(argv: Sequence[str] | None) -> int:
     args = parse(argv)
     # rayform's own messages at INFO; every library's (botocore, s3fs, …) only from WARNING
     logging.basicConfig(level=logging.WARNING, format="%(message)s", stream=sys.stderr)
@@ -221,21 +236,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     except RayformError as e:
         if args.debug:
             raise
+        _close_bars()
         print(f"rayform: error: {e}", file=sys.stderr)
         return EXIT_USER
-    except KeyboardInterrupt:
-        print("rayform: interrupted", file=sys.stderr)
-        return 130
     except BrokenPipeError:  # the reader went away (`rayform stats … | head`): nothing to report
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
         return 0
     except Exception as e:
         if args.debug:
             raise
+        _close_bars()
         text = str(e).split("\n", 1)[0][:300]
         print(f"rayform: error: {type(e).__name__}: {text}. Run again with --debug for the traceback",
               file=sys.stderr)
         return EXIT_CORRUPT
+
+
+def _close_bars() -> None:
+    """Close the progress bars a failure left open (each clears its line), so the message
+    that follows starts a line of its own."""
+    tqdm = sys.modules.get("tqdm")
+    if tqdm is not None:
+        for bar in list(getattr(tqdm.tqdm, "_instances", ())):
+            bar.close()
 
 
 if __name__ == "__main__":

@@ -16,22 +16,19 @@ only hashes, index rows and statistics: no sample byte passes through it.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import logging
-import multiprocessing
 import os
 import shutil
-import sys
-import threading
-from collections.abc import Callable, Iterator
-from concurrent.futures import Executor, Future, ProcessPoolExecutor
-from typing import Any, TypeVar
+from collections.abc import Iterator
+from concurrent.futures import Executor
+from typing import Any
 
 import numpy as np
 from tqdm.auto import tqdm
 
 from rayform import config
 from rayform.errors import InvalidInput, NotFound
+from rayform.jobs import JobRunner
 from rayform.pack.layout import StreamSchema, members_of
 from rayform.pack.manifest import Pack
 from rayform.pack.packs import Packs
@@ -50,12 +47,10 @@ from rayform.packer.shards import ShardFile
 from rayform.recordings.segments import Segment
 from rayform.recordings.slices import Slice
 from rayform.store.cached import CachedStore
-from rayform.store.files import exit_with, scratch_dir, sweep_scratch
+from rayform.store.files import scratch_dir, sweep_scratch
 
 log = logging.getLogger("rayform.pack")
 RUNS = 32  # a slice is rendered in at least this many runs
-J = TypeVar("J")
-R = TypeVar("R")
 
 
 def pack_slice(
@@ -106,7 +101,7 @@ def _render_pack(slice_: Slice, spec: PackSpec, executor: Executor | None, worke
     parallel = executor is not None or (workers > 1 and len(run_jobs) > 1)
     runs: list[RunResult] = []
     try:
-        with _Executor(executor, workers if parallel else 1) as pool:
+        with JobRunner(executor, workers if parallel else 1) as pool:
             with tqdm(total=total, unit="sample", desc=f"pack {slice_.id}", disable=not progress, leave=False) as bar:
                 for run in pool.each(render_run, run_jobs):
                     runs.append(run)
@@ -124,6 +119,9 @@ def _render_pack(slice_: Slice, spec: PackSpec, executor: Executor | None, worke
                 for shard in written:
                     shards.append(shard)
                     bar.update(1)
+    except BaseException:
+        _sweep(store)  # the pool is gone: what its stopped workers were writing
+        raise
     finally:
         _remove_runs(scratch, runs)
 
@@ -220,61 +218,12 @@ def _remove_runs(scratch: Scratch, runs: list[RunResult]) -> None:
         shutil.rmtree(scratch.directory, ignore_errors=True)
 
 
-class _Executor:
-    """Jobs run on the caller's executor, a process pool of our own, or in this process; results
-    in job order, the first failure cancelling the rest."""
-
-    def __init__(self, executor: Executor | None, workers: int):
-        self.given, self.workers = executor, workers
-        self.pool: Executor | None = executor
-
-    def __enter__(self) -> _Executor:
-        if self.pool is None and self.workers > 1:
-            # each worker ends itself once this process is gone: a killed pack leaves no pool behind
-            self.pool = ProcessPoolExecutor(self.workers, mp_context=_pool_context(),
-                                            initializer=functools.partial(exit_with, os.getpid()))
-        return self
-
-    def each(self, fn: Callable[[J], R], jobs: list[J]) -> Iterator[R]:
-        """The results of ``fn`` on each job, in job order; on a pool, every job is submitted
-        before this returns."""
-        if self.pool is None:
-            return (fn(job) for job in jobs)
-        return self._results([self.pool.submit(fn, job) for job in jobs])
-
-    @staticmethod
-    def _results(futures: list[Future[R]]) -> Iterator[R]:
-        try:
-            for f in futures:
-                yield f.result()
-        finally:
-            for f in futures:
-                f.cancel()
-
-    def __exit__(self, *exc: object) -> None:
-        if self.pool is not None and self.given is None:
-            self.pool.shutdown(wait=True, cancel_futures=True)
-
-
 def _sweep(store: CachedStore) -> None:
     """What killed packs left: temporaries in a local store and in the cache, scratch dirs."""
     store.sweep_temporaries()
     if store.cache is not None:
         store.cache.remove_stale_temporaries()
     sweep_scratch(SCRATCH)
-
-
-def _pool_context() -> multiprocessing.context.BaseContext:
-    # fork does not re-import the caller's script (spawn and forkserver run an unguarded
-    # one again in every worker, and cannot at all from a script read on stdin), but it is
-    # unsafe once the parent has threads (s3fs's event loop, say): then forkserver. tqdm's
-    # monitor thread does not count: any tqdm bar starts it, even a disabled one, it only
-    # sleeps and refreshes bars, and the render workers use no bar.
-    if sys.platform.startswith("linux"):
-        others = [t for t in threading.enumerate()
-                  if t is not threading.main_thread() and type(t).__name__ != "TMonitor"]
-        return multiprocessing.get_context("forkserver" if others else "fork")
-    return multiprocessing.get_context("spawn")
 
 
 def _schema(segments: list[Segment], spec: PackSpec) -> dict[str, StreamSchema]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import builtins
 import functools
 import hashlib
+import logging
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from rayform.errors import (
     InvalidInput,
     Malformed,
     NotFound,
+    RayformError,
     SegmentNotFound,
     StreamNotFound,
 )
@@ -39,6 +41,7 @@ from rayform.recordings.streams import (
 from rayform.store.cached import CachedStore
 from rayform.untrusted import array_list, mapping, string
 
+log = logging.getLogger("rayform")
 SEGMENT_FORMAT = "rayform.segment/1"
 IMAGE_CHUNK_BYTES = 16 << 20  # frames are stored in blobs of about this size
 # What a segment keeps of its blobs once read: every stream's timestamps, values and frame
@@ -224,21 +227,49 @@ class Segments:
         name: str,
         streams: Sequence[Stream],
         meta: Mapping[str, Any] | None = None,
+        *,
+        allow_nonfinite: bool = False,
     ) -> SegmentRef:
-        """Store a segment; returns its id and version (the same version if nothing changed)."""
-        return self.add_many([(site, name, streams, meta)])[0]
+        """Store a segment; returns its id and version (the same version if nothing changed).
+        A NaN or infinity in a float array stream is refused (naming the stream and its first
+        such row) unless ``allow_nonfinite``; packs' statistics then leave them out."""
+        return self.add_many([(site, name, streams, meta)], allow_nonfinite=allow_nonfinite)[0]
 
-    def add_many(self, segments: Sequence[tuple[str, str, Sequence[Stream], Mapping[str, Any] | None]]
-                 ) -> list[SegmentRef]:
+    def add_many(self, segments: Sequence[tuple[str, str, Sequence[Stream], Mapping[str, Any] | None]], *,
+                 allow_nonfinite: bool = False) -> list[SegmentRef]:
         """Store several segments all or nothing: every one is checked and its data stored
-        before the first becomes visible (its ref is written), so a failure in the last one
-        leaves the store's segments as they were (its blobs stay, unreferenced and harmless)."""
-        refs = [self._put(site, name, streams, meta) for site, name, streams, meta in segments]
-        for ref in refs:
-            self._record_version(ref.id, ref.site, ref.name, ref.version)
+        before the first becomes visible (its ref is written). A failure takes back the blobs
+        this call wrote (none of them was visible yet), so the store is left as it was."""
+        with self.store.recording_new_blobs() as written:
+            try:
+                refs = self.store_many(segments, allow_nonfinite=allow_nonfinite)
+            except BaseException:
+                self.discard(written)
+                raise
+        self.record(refs)
         return refs
 
-    def _put(self, site: str, name: str, streams: Sequence[Stream], meta: Mapping[str, Any] | None) -> SegmentRef:
+    def store_many(self, segments: Sequence[tuple[str, str, Sequence[Stream], Mapping[str, Any] | None]], *,
+                   allow_nonfinite: bool = False) -> list[SegmentRef]:
+        """Check and store each segment's data and manifest, making none visible yet: what
+        ``record`` does (an ingest stores every source before it records any)."""
+        return [self._put(site, name, streams, meta, allow_nonfinite) for site, name, streams, meta in segments]
+
+    def record(self, refs: Sequence[SegmentRef]) -> None:
+        """Make stored segment versions visible: each becomes its segment's latest."""
+        for ref in refs:
+            self._record_version(ref.id, ref.site, ref.name, ref.version)
+
+    def discard(self, blobs: Sequence[str]) -> None:
+        """Take back blobs a failed write stored (new ones, that nothing names yet)."""
+        for digest in dict.fromkeys(blobs):
+            try:
+                self.store.delete_blob(digest)
+            except RayformError as e:  # left to `rayform gc`, which finds it unreachable
+                log.warning("rayform: could not remove blob %s of a failed write: %s", digest[:16], e)
+
+    def _put(self, site: str, name: str, streams: Sequence[Stream], meta: Mapping[str, Any] | None,
+             allow_nonfinite: bool = False) -> SegmentRef:
         check_site(site)
         if not isinstance(name, str) or not name or len(name) > 1024:
             raise InvalidInput(f"segment name {str(name)[:80]!r}: a non-empty string of at most 1024 characters")
@@ -250,7 +281,7 @@ class Segments:
             check_stream_name(stream.name)
             if stream.name in entries:
                 raise InvalidInput(f"segment {site}/{name}: stream {stream.name!r} given twice")
-            entries[stream.name] = self._put_stream(stream).to_manifest()
+            entries[stream.name] = self._put_stream(stream, allow_nonfinite).to_manifest()
         manifest = {
             "format": SEGMENT_FORMAT,
             "id": sid,
@@ -362,20 +393,22 @@ class Segments:
         except NotFound:
             return {"id": sid, "site": site, "name": name, "versions": []}
 
-    def _put_stream(self, stream: Stream) -> StreamInfo:
+    def _put_stream(self, stream: Stream, allow_nonfinite: bool = False) -> StreamInfo:
         if isinstance(stream, ImageStream):
             return self._put_images(stream)
         if isinstance(stream, (ArrayStream, PoseStream)):
-            return self._put_array(stream)
+            return self._put_array(stream, allow_nonfinite)
         raise InvalidInput(f"{stream!r}: not an ImageStream, ArrayStream or PoseStream")
 
-    def _put_array(self, stream: ArrayStream | PoseStream) -> StreamInfo:
+    def _put_array(self, stream: ArrayStream | PoseStream, allow_nonfinite: bool = False) -> StreamInfo:
         values = np.asarray(stream.values)
         if values.dtype.kind not in "biuf":
             raise InvalidInput(f"stream {stream.name}: dtype {values.dtype} is not numeric or bool")
         if values.ndim == 0:
             raise InvalidInput(f"stream {stream.name}: values must be (N, ...), got a scalar")
         ts = check_timestamps(stream.name, stream.timestamps, len(values))
+        if values.dtype.kind == "f" and not allow_nonfinite and isinstance(stream, ArrayStream):
+            check_finite(stream.name, values, ts)
         frame = names = None
         kind = "array"
         if isinstance(stream, PoseStream):
@@ -453,6 +486,19 @@ class Segments:
                 buf, size = [], 0
         if buf:
             yield self.store.put_blob(b"".join(buf)), len(buf)
+
+
+def check_finite(name: str, values: np.ndarray, t_ns: np.ndarray) -> None:
+    """Refuse a NaN or an infinity, naming the stream's first row that holds one."""
+    finite = np.isfinite(values).reshape(len(values), -1).all(axis=1)
+    if not finite.all():
+        row = int(np.flatnonzero(~finite)[0])
+        shown = np.array2string(np.asarray(values[row]).ravel()[:8], precision=4, separator=", ")
+        raise InvalidInput(
+            f"stream {name}: row {row} (t = {int(t_ns[row])} ns) is not finite {shown}; "
+            f"{int((~finite).sum())} of {len(values)} rows are not. Fix the source, or keep them with "
+            "allow_nonfinite=True (rayform ingest --allow-nonfinite): statistics then leave them out"
+        )
 
 
 def _offsets_of(sizes_npy: bytes) -> np.ndarray:

@@ -18,6 +18,7 @@ Everything above (segments, slices, packs, readers, datasets, ``pull``) takes a
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -136,6 +137,17 @@ class CachedStore:
     def put_ref(self, key: str, obj: Any) -> None:
         self._reach_to_write(f"ref {key}")
         self.backend.put_ref(key, obj)
+
+    def recording_new_blobs(self) -> contextlib.AbstractContextManager[list[str]]:
+        """While held, the digests of the blobs written through this view that were not in the
+        store before (``Store.recording_new_blobs``)."""
+        return self.backend.recording_new_blobs()
+
+    def delete_blob(self, digest: str) -> None:
+        """Remove a blob from the store (``rayform gc``, or a failed writer taking back the
+        blobs it wrote: a blob is otherwise never deleted)."""
+        self._reach_to_write(f"blob {digest[:16]}")
+        self.backend.delete_blob(digest)
 
     # -- blobs -------------------------------------------------------------------------
     def has_blob(self, digest: str) -> bool:

@@ -15,6 +15,7 @@ nothing of caches or offline use: that is the cached view's (``rayform.store.cac
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import logging
 import os
@@ -106,6 +107,7 @@ class Store:
                 raise StoreError(f"store {self.root}: cannot be made ({e.strerror or e}). "
                                  "Pass a writable directory (--store, or RAYFORM_STORE)") from None
         self.id = sha256_hex(redact(self.url).encode())[:16]  # names this store in the cache
+        self._new_blobs: list[str] | None = None  # see ``recording_new_blobs``
 
     def __repr__(self) -> str:
         return f"Store({redact(self.url)!r})"
@@ -136,6 +138,7 @@ class Store:
         path = self.blob_path(digest)
         if not self._exists_for_write(path):
             self._write_atomic(path, bytes(data))
+            self._wrote(digest)
         return digest
 
     def put_blob_file(self, local_path: str | os.PathLike[str], digest: str | None = None, *,
@@ -150,7 +153,24 @@ class Store:
             self._local_write(move_atomic if move else copy_atomic, local_path, path)
         else:
             self._put_remote(path, lambda target: self.fs.put_file(os.fspath(local_path), target))
+        self._wrote(digest)
         return digest
+
+    @contextlib.contextmanager
+    def recording_new_blobs(self) -> Iterator[list[str]]:
+        """While held, the digests of the blobs this object writes that were not in the store
+        before (what a failed writer takes back: nothing else can name them yet)."""
+        outer, self._new_blobs = self._new_blobs, []
+        try:
+            yield self._new_blobs
+        finally:
+            if outer is not None:
+                outer.extend(self._new_blobs)
+            self._new_blobs = outer
+
+    def _wrote(self, digest: str) -> None:
+        if self._new_blobs is not None:
+            self._new_blobs.append(digest)
 
     def get_blob(self, digest: str) -> bytes:
         """The blob's bytes, verified against its name."""

@@ -1,0 +1,176 @@
+"""Jobs on an executor: the caller's (any ``concurrent.futures.Executor``: a Dask or Ray
+cluster's), a process pool of our own, or this process. Results come in job order; the
+first failure cancels the jobs not yet started.
+
+Our own pool is made to stop, whatever stops the work (a failed job, Ctrl-C):
+
+- its workers ignore SIGINT: a terminal's Ctrl-C reaches the whole process group, and the
+  parent alone decides what happens (otherwise every worker prints its own traceback);
+- a worker ends itself once the parent is gone (``exit_with``), so a killed parent leaves
+  no pool behind;
+- on SIGTERM a worker unwinds the job it runs (its ``finally`` blocks drop what they were
+  writing) and exits; when the work stops early, the parent sends that to every worker,
+  waits ``STOP_S`` seconds, kills what is left and only then returns. So nothing of the
+  pool is running, or half-written, once the caller sees the error (or ``KeyboardInterrupt``).
+"""
+
+from __future__ import annotations
+
+import functools
+import multiprocessing
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import Executor, Future, ProcessPoolExecutor
+from types import FrameType
+from typing import Any, TypeVar
+
+J = TypeVar("J")
+R = TypeVar("R")
+STOP_S = 5.0  # how long stopped workers get to unwind before they are killed
+_EXIT_STOPPED = 143  # a worker stopped by SIGTERM (128 + 15), as a shell reports it
+
+
+class JobRunner:
+    """``with JobRunner(executor, workers) as jobs: results = jobs.each(fn, job_list)``.
+
+    ``executor``: the caller's (used as given, never shut down here); else a pool of
+    ``workers`` processes of our own when ``workers > 1``; else jobs run in this process.
+    Jobs and their results must pickle (they cross to other processes), and ``fn`` must be a
+    module-level function."""
+
+    def __init__(self, executor: Executor | None, workers: int):
+        self.given, self.workers = executor, workers
+        self.pool: Executor | None = executor
+        self._futures: list[Future[Any]] = []
+
+    def __enter__(self) -> JobRunner:
+        if self.pool is None and self.workers > 1:
+            self.pool = ProcessPoolExecutor(self.workers, mp_context=pool_context(),
+                                            initializer=functools.partial(_worker_setup, os.getpid()))
+        return self
+
+    def each(self, fn: Callable[[J], R], jobs: list[J]) -> Iterator[R]:
+        """The results of ``fn`` on each job, in job order; on a pool, every job is submitted
+        before this returns."""
+        if self.pool is None:
+            return (fn(job) for job in jobs)
+        if self.given is None:
+            futures = [self.pool.submit(_run_job, fn, job) for job in jobs]
+        else:
+            futures = [self.pool.submit(fn, job) for job in jobs]
+        self._futures += futures
+        return self._results(futures)
+
+    def finished(self) -> list[Any]:
+        """The results of the jobs that have finished well so far, in job order (after a failure,
+        what the jobs still did: their outputs are the caller's to take back)."""
+        return [f.result() for f in self._futures if f.done() and not f.cancelled() and f.exception() is None]
+
+    @staticmethod
+    def _results(futures: list[Future[R]]) -> Iterator[R]:
+        try:
+            for f in futures:
+                yield f.result()
+        finally:
+            for f in futures:
+                f.cancel()
+
+    def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
+        pool, self.pool = self.pool, self.given
+        if pool is None or self.given is not None:
+            return
+        if kind is None and all(f.done() for f in self._futures):
+            pool.shutdown(wait=True)
+            return
+        assert isinstance(pool, ProcessPoolExecutor)
+        stop_pool(pool)
+
+
+def stop_pool(pool: ProcessPoolExecutor) -> None:
+    """End a pool of ours now: jobs not started are cancelled, running ones unwind (SIGTERM),
+    and whatever has not exited after ``STOP_S`` is killed. Returns once every worker is gone.
+    A second Ctrl-C meanwhile is ignored: this takes seconds, and it is what stops the work."""
+    previous = _ignore_sigint()
+    try:
+        processes = list((getattr(pool, "_processes", None) or {}).values())
+        pool.shutdown(wait=False, cancel_futures=True)
+        for p in processes:
+            _signal(p, signal.SIGTERM)
+        deadline = time.monotonic() + STOP_S
+        for p in processes:
+            p.join(max(0.0, deadline - time.monotonic()))
+        for p in processes:
+            if p.is_alive():
+                _signal(p, signal.SIGKILL)
+                p.join(1.0)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+
+
+def _ignore_sigint() -> Any:
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _signal(process: multiprocessing.process.BaseProcess, sig: int) -> None:
+    if process.pid is None:
+        return
+    try:
+        os.kill(process.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def pool_context() -> multiprocessing.context.BaseContext:
+    """How our pool starts its workers. Fork does not re-import the caller's script (spawn and
+    forkserver run an unguarded one again in every worker, and cannot at all from a script
+    read on stdin), but it is unsafe once the parent has threads (s3fs's event loop, say):
+    then forkserver. tqdm's monitor thread does not count: any tqdm bar starts it, even a
+    disabled one, it only sleeps and refreshes bars, and the jobs use no bar."""
+    if sys.platform.startswith("linux"):
+        others = [t for t in threading.enumerate()
+                  if t is not threading.main_thread() and type(t).__name__ != "TMonitor"]
+        return multiprocessing.get_context("forkserver" if others else "fork")
+    return multiprocessing.get_context("spawn")
+
+
+class Stopped(SystemExit):
+    """Raised in a worker's job by SIGTERM: the job unwinds, then the worker exits."""
+
+
+_in_job = False
+
+
+def _worker_setup(parent: int) -> None:
+    """A pool worker: the parent alone answers Ctrl-C; SIGTERM stops it; it ends with its parent."""
+    from rayform.store.files import exit_with
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    exit_with(parent)
+
+
+def _on_sigterm(_signum: int, _frame: FrameType | None) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second one ends it at once
+    if not _in_job:
+        os._exit(_EXIT_STOPPED)  # idle: nothing to unwind
+    raise Stopped(_EXIT_STOPPED)
+
+
+def _run_job(fn: Callable[[J], R], job: J) -> R:
+    """A job in a worker of ours: a stop unwinds it (``finally`` blocks run), then the worker
+    exits without taking another job."""
+    global _in_job
+    _in_job = True
+    try:
+        return fn(job)
+    except Stopped:
+        os._exit(_EXIT_STOPPED)
+    finally:
+        _in_job = False

@@ -1,0 +1,152 @@
+"""Ctrl-C, as a terminal sends it (SIGINT to the whole process group), at several points of a
+pack and of an ingest: one line, exit 130 within seconds, no process of the group left, nothing
+half-written anywhere, and an interrupted ingest leaves the store as it found it."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+
+STOP_WITHIN_S = 10.0  # the pool's workers get 5 s to unwind before they are killed
+
+
+def _group(pgid: int) -> list[int]:
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                if os.getpgid(int(d)) == pgid:
+                    out.append(int(d))
+            except (ProcessLookupError, PermissionError):
+                pass
+    return out
+
+
+def _files(root: Path) -> dict[str, int]:
+    return {str(p.relative_to(root)): p.stat().st_size for p in root.rglob("*") if p.is_file()} if root.exists() else {}
+
+
+def _temporaries(*roots: Path) -> list[Path]:
+    return [p for root in roots if root.exists() for p in root.rglob(".tmp-*")]
+
+
+def _run(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "rayform.cli.main", *args], env=env, capture_output=True, text=True,
+                          timeout=300)
+
+
+def _interrupt(args: list[str], env: dict[str, str], after_s: float) -> tuple[int, str, float]:
+    """Run the command in a session of its own, SIGINT its group after ``after_s``; (exit code,
+    stderr, seconds from the signal to the exit). Every process of the group is gone after."""
+    proc = subprocess.Popen([sys.executable, "-m", "rayform.cli.main", *args], env=env, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    time.sleep(after_s)
+    sent = time.monotonic()
+    try:
+        os.killpg(proc.pid, signal.SIGINT)
+    except ProcessLookupError:  # it had finished already
+        pass
+    try:
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    took = time.monotonic() - sent
+    deadline = time.monotonic() + 5
+    while _group(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _group(proc.pid) == [], f"processes of the interrupted command live on: {_group(proc.pid)}"
+    return proc.returncode, err, took
+
+
+def _check_stopped(code: int, err: str, took: float) -> bool:
+    """True if the command was interrupted (not already done), checking how it said so."""
+    if code == 0:
+        return False
+    lines = [line for line in err.replace("\r", "\n").splitlines() if line.strip()]
+    assert code == 130, err[-2000:]
+    assert lines and lines[-1] == "rayform: interrupted", err[-2000:]
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err[-3000:]
+    assert took < STOP_WITHIN_S, f"stopped {took:.1f} s after Ctrl-C"
+    return True
+
+
+def _env(tmp_path: Path) -> dict[str, str]:
+    (tmp_path / "tmp").mkdir(exist_ok=True)
+    return {**os.environ, "RAYFORM_STORE": str(tmp_path / "store"), "RAYFORM_CACHE_DIR": str(tmp_path / "cache"),
+            "TMPDIR": str(tmp_path / "tmp")}
+
+
+def test_ctrl_c_stops_a_pack_at_any_point(tmp_path):
+    env = _env(tmp_path)
+    made = _run(["-q", "demo", "--episodes", "4", "--seconds", "8"], env)
+    assert made.returncode == 0, made.stderr
+    slice_id = made.stdout.split()[-1]
+    pack = ["pack", slice_id, "--fps", "30", "--codec", "jpeg", "--resize", "96x96", "--workers", "2", "--force",
+            "--shard-size", "1MiB"]
+    started = time.monotonic()
+    assert _run(["-q", *pack], env).returncode == 0
+    whole = time.monotonic() - started
+    store, refs = tmp_path / "store", _files(tmp_path / "store" / "refs")
+    stopped = 0
+    for fraction in (0.15, 0.3, 0.45, 0.6, 0.75, 0.9):
+        code, err, took = _interrupt(pack, env, whole * fraction)
+        stopped += _check_stopped(code, err, took)
+        assert _temporaries(store, tmp_path / "cache", tmp_path / "tmp") == []
+        assert [p for p in (tmp_path / "tmp" / "rayform-pack").iterdir()] == []  # no scratch left
+        assert _files(store / "refs") == refs  # --force of the same pack: its ref is the same
+        for blob in (store / "blobs").rglob("*"):
+            if blob.is_file():  # whatever a stopped pack stored is whole
+                assert hashlib.sha256(blob.read_bytes()).hexdigest() == blob.name
+    assert stopped >= 4, "the pack finished before most signals: make it longer"
+
+
+def _episodes(folder: Path, n: int, frames: int) -> list[Path]:
+    rng = np.random.default_rng(0)
+    paths = []
+    for i in range(n):
+        path = folder / f"episode_{i}.hdf5"
+        with h5py.File(path, "w") as f:
+            f.attrs["sim"] = True
+            f.create_dataset("observations/images/top", data=rng.integers(0, 255, (frames, 120, 160, 3), np.uint8))
+            f.create_dataset("observations/qpos", data=rng.normal(size=(frames, 14)).astype(np.float32))
+            f.create_dataset("action", data=rng.normal(size=(frames, 14)).astype(np.float32))
+        paths.append(path)
+    return paths
+
+
+def test_ctrl_c_stops_an_ingest_at_any_point_and_leaves_the_store_as_it_was(tmp_path):
+    env = _env(tmp_path)
+    (tmp_path / "src").mkdir()
+    sources = [str(p) for p in _episodes(tmp_path / "src", 8, 300)]
+    assert _run(["-q", "demo", "--episodes", "1", "--seconds", "2"], env).returncode == 0  # a store with something in it
+    before = _files(tmp_path / "store")
+    ingest = ["ingest", "hdf5", *sources, "--site", "lab", "--fps", "50", "--slice", "lab", "--workers", "2"]
+    started = time.monotonic()
+    done = _run(["-q", *ingest], env)
+    assert done.returncode == 0, done.stderr
+    whole = time.monotonic() - started
+    for blob in set(_files(tmp_path / "store")) - set(before):  # start each try from the store before
+        (tmp_path / "store" / blob).unlink()
+    assert _files(tmp_path / "store") == before
+    stopped = 0
+    for fraction in (0.2, 0.35, 0.5, 0.65, 0.8):
+        code, err, took = _interrupt(ingest, env, whole * fraction)
+        if _check_stopped(code, err, took):
+            stopped += 1
+            assert _files(tmp_path / "store") == before, "an interrupted ingest changed the store"
+        else:
+            for blob in set(_files(tmp_path / "store")) - set(before):
+                (tmp_path / "store" / blob).unlink()
+        assert _temporaries(tmp_path / "store", tmp_path / "tmp") == []
+    assert stopped >= 3, "the ingest finished before most signals: make it longer"
