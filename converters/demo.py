@@ -15,13 +15,14 @@ Timestamps are int64 ns with jitter, each stream at its own native rate.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 import numpy as np
 
 from rayform.client import Client
 from rayform.codec import imagecodec
-from rayform.recordings.segments import SegmentRef
+from rayform.errors import NotFound
+from rayform.recordings.segments import SegmentRef, segment_id
 from rayform.recordings.streams import ArrayStream, ImageStream, PoseStream, Stream
 
 EPOCH_NS = 1_760_000_000 * 10**9  # a fixed, plausible wall-clock start
@@ -153,8 +154,13 @@ def demo_episode(config: DemoConfig, episode: int) -> tuple[str, list[Stream], d
     names = [f"joint_{i}" for i in range(config.joints)] + ["gripper"]
     streams.append(ArrayStream("joints/position", joint_t, q, units="rad", names=names))
     streams.append(PoseStream("ee/pose", joint_t, pose, frame="ros"))
-    meta = {"source": "rayform demo", "seed": config.seed, "episode": episode, "robot": "sim-arm-7dof"}
-    return f"episode_{episode:04d}", streams, meta
+    meta = {"source": "rayform demo", "seed": config.seed, "episode": episode, "robot": "sim-arm-7dof",
+            "demo": asdict(config)}
+    return episode_name(episode), streams, meta
+
+
+def episode_name(episode: int) -> str:
+    return f"episode_{episode:04d}"
 
 
 def demo_episodes(config: DemoConfig) -> Iterator[tuple[str, list[Stream], dict]]:
@@ -164,11 +170,23 @@ def demo_episodes(config: DemoConfig) -> Iterator[tuple[str, list[Stream], dict]
 
 def ingest_demo(client: Client, site: str = "demo", config: DemoConfig = DemoConfig(),
                 progress: bool = False) -> list[SegmentRef]:
-    """Add the demo episodes to ``client``'s store at ``site``."""
+    """Add the demo episodes to ``client``'s store at ``site``. An episode already there, made
+    with the same config (its segment's meta says so), is reused, not simulated again: its
+    content would be the same bytes."""
     from tqdm.auto import tqdm
 
     refs = []
-    for name, streams, meta in tqdm(demo_episodes(config), total=config.episodes, desc="demo episodes",
-                                    unit="episode", disable=not progress, leave=False):
+    made = asdict(config)
+    for episode in tqdm(range(config.episodes), desc="demo episodes", unit="episode", disable=not progress,
+                        leave=False):
+        name = episode_name(episode)
+        try:
+            found = client.segments.get(segment_id(site, name))
+        except NotFound:
+            found = None
+        if found is not None and found.meta.get("demo") == made:
+            refs.append(SegmentRef(found.id, found.version, found.site, found.name))
+            continue
+        _, streams, meta = demo_episode(config, episode)
         refs.append(client.segments.add(site, name, streams, meta))
     return refs

@@ -74,11 +74,11 @@ def pack_blobs(pack: Pack) -> Iterator[tuple[str, str]]:
 def verify(store: CachedStore, blobs: Iterable[tuple[str, str]], progress: bool = False) -> Report:
     """Re-hash each blob in full, streamed; collect every mismatch or absence."""
     report = Report()
-    seen: set[str] = set()
-    for blob, what in tqdm(list(blobs), desc="verify", unit="blob", disable=not progress, leave=False):
-        if blob in seen:
-            continue
-        seen.add(blob)
+    unique: dict[str, str] = {}
+    for blob, what in blobs:  # a blob two things name (a frame chunk of two versions) is hashed once
+        unique.setdefault(blob, what)
+    for blob, what in tqdm(unique.items(), total=len(unique), desc="verify", unit="blob", disable=not progress,
+                           leave=False):
         report.blobs += 1
         h = hashlib.sha256()
         try:

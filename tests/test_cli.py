@@ -118,8 +118,18 @@ def test_an_unwritable_store_is_one_line(tmp_path):
         (tmp_path / "store").write_text("not a directory")
     else:
         tmp_path.chmod(0o500)
-    r = run("segments", "ls", store=tmp_path / "store" / "inner")
-    assert r.returncode == 2 and "Traceback" not in r.stderr and "cannot be made" in r.stderr, r.stderr
+    r = run("demo", "--episodes", "1", "--seconds", "1", store=tmp_path / "store" / "inner")
+    assert r.returncode == 2 and "Traceback" not in r.stderr and "cannot write" in r.stderr, r.stderr
+    assert "writable directory" in r.stderr
+
+
+@pytest.mark.parametrize("command", [["segments", "ls"], ["slices", "ls"], ["verify", "demo"], ["gc"],
+                                     ["show", "demo"], ["pull", "demo"]])
+def test_a_mistyped_store_is_an_error_for_a_command_that_reads_and_is_not_made(tmp_path, command):
+    typo = tmp_path / "stroe"
+    r = run(*command, store=typo)
+    assert r.returncode == 2 and r.stderr.startswith(f"rayform: error: store {typo}: no such directory"), r.stderr
+    assert not typo.exists()
 
 
 def test_an_unexpected_failure_is_one_line_exit_1_and_a_traceback_with_debug(demo_store, tmp_path):
@@ -294,7 +304,8 @@ def test_gc_is_a_dry_run_unless_told_and_keeps_young_blobs(demo_store, tmp_path)
     r = run("gc", store=copy)
     assert r.returncode == 0 and "would delete 0 unreachable blobs" in r.stdout and "kept" in r.stdout, r.stdout
     r = run("gc", "--grace", "0", store=copy)
-    assert "would delete 1 unreachable blobs" in r.stdout and "--delete" in r.stdout and orphan.exists()
+    assert "would delete 1 unreachable blob (" in r.stdout and "--delete" in r.stdout and orphan.exists()
+    assert "written in the last" not in r.stdout  # nothing is young with no grace: not "in the last 0"
     r = run("gc", "--grace", "0", "--delete", store=copy)
-    assert "deleted 1 unreachable blobs" in r.stdout and not orphan.exists()
+    assert "deleted 1 unreachable blob (" in r.stdout and not orphan.exists()
     assert run("verify", slice_id, store=copy).returncode == 0

@@ -4,19 +4,30 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from typing import Any
 
 from rayform import names
+from rayform.cli.show import stream_kind
+from rayform.cli.words import dtype_in_words, plural
 from rayform.client import Client
-from rayform.errors import InvalidInput, PackNotFound
+from rayform.errors import InvalidInput, NotFound, PackNotFound, StoreError
 from rayform.pack import PackSpec
 from rayform.sizes import format_size, parse_size
 from rayform.verify import pack_blobs, slice_blobs
 from rayform.verify import verify as verify_blobs
 
 
-def _client(args: argparse.Namespace) -> Client:
-    return Client(args.store, storage_options=storage_options(args.option), cache=args.cache)
+def _client(args: argparse.Namespace, writes: bool = False) -> Client:
+    """The client of the store the command names. A command that only reads refuses a local
+    store that does not exist (a mistyped path would read as an empty store, and exit 0),
+    unless it is the built-in default, which is empty until the first write."""
+    client = Client(args.store, storage_options=storage_options(args.option), cache=args.cache)
+    named = args.store is not None or bool(os.environ.get("RAYFORM_STORE"))
+    if not writes and named and client.store.missing:
+        raise StoreError(f"store {client.store.display}: no such directory. Check the path (--store, "
+                         "RAYFORM_STORE); a store is made by its first write (rayform demo, rayform ingest)")
+    return client
 
 
 def storage_options(pairs: list[str]) -> dict[str, Any]:
@@ -37,11 +48,12 @@ def storage_options(pairs: list[str]) -> dict[str, Any]:
 def demo(args: argparse.Namespace) -> int:
     from rayform.converters.demo import DemoConfig, ingest_demo
 
-    client = _client(args)
+    client = _client(args, writes=True)
     config = DemoConfig(episodes=args.episodes, seconds=args.seconds, seed=args.seed)
     refs = ingest_demo(client, args.site, config, progress=not args.quiet)
-    slice_ = client.slices.create(refs, name=f"{args.site}-demo")
-    print(f"{len(refs)} demo segments at site {args.site!r} in {client.store.display}", flush=True)
+    slice_ = client.slices.create(refs, name=args.site)
+    print(f"{plural(len(refs), 'demo segment')} at site {args.site!r} in {client.store.display}; "
+          f"the slice {args.site!r} is", flush=True)
     print(slice_.id)
     return 0
 
@@ -52,15 +64,17 @@ def segments_ls(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([{"id": r.id, "version": r.version, "site": r.site, "name": r.name} for r in refs]))
         return 0
+    if refs:
+        print(f"{'segment':16}  {'version':12}  {'site':12}  name")
     for r in refs:
-        print(f"{r.id}  {r.version[:12]}  {r.site:12}  {r.name}")
+        print(f"{r.id:16}  {r.version[:12]}  {r.site:12}  {r.name}")
     if not refs:
-        print("no segments" + (f" at site {args.site!r}" if args.site else ""))
+        print("no segments" + (f" at site {args.site!r}" if args.site else "") + f" in {client.store.display}")
     return 0
 
 
 def slices_create(args: argparse.Namespace) -> int:
-    client = _client(args)
+    client = _client(args, writes=True)
     slice_ = client.slices.create(args.segment, site=args.site or None, name=args.name)
     print(slice_.id)
     return 0
@@ -73,8 +87,10 @@ def slices_ls(args: argparse.Namespace) -> int:
         print(json.dumps([{"id": s.id, "name": s.name, "segments": len(s.segments), "sites": s.sites,
                            "digest": s.digest} for s in slices]))
         return 0
+    if slices:
+        print(f"{'slice':14}  {'segments':>8}  {'sites':20}  name")
     for s in slices:
-        print(f"{s.id}  {len(s.segments):4d} segments  sites: {', '.join(s.sites)}  {s.name or ''}".rstrip())
+        print(f"{s.id:14}  {len(s.segments):8d}  {', '.join(s.sites):20}  {s.name or ''}".rstrip())
     if not slices:
         print("no slices (make one with: rayform slices create --site SITE, or rayform demo)")
     return 0
@@ -90,9 +106,9 @@ def slices_split(args: argparse.Namespace) -> int:
             sep = ""
         if not sep:
             raise InvalidInput(f"split {item!r}: write each split as NAME=SHARE, e.g. train=0.9 val=0.1")
-    children = _client(args).slices.split(args.slice, shares, seed=args.seed)
+    children = _client(args, writes=True).slices.split(args.slice, shares, seed=args.seed)
     for name, child in children.items():
-        print(f"{name:8} {child.id}  {len(child.segments)} segments  {child.name}")
+        print(f"{name:8} {child.id}  {plural(len(child.segments), 'segment')}  {child.name}")
     return 0
 
 
@@ -113,7 +129,7 @@ def slices_show(args: argparse.Namespace) -> int:
     first = s.segment(0)
     print(f"streams (of {first.id}):")
     for name, info in sorted(first.streams.items()):
-        print(f"  {name:24} {info.count:7d}  {info.describe()}")
+        print(f"  {name:24} {stream_kind(info):28} {dtype_in_words(info.dtype):20} {plural(info.count, 'value'):>14}")
     packs = client.packs.list(s)
     print(f"packs ({len(packs)}):")
     for p in packs:
@@ -136,7 +152,7 @@ def _parse_resize(text: str | None) -> tuple[int, int] | None:
 def pack(args: argparse.Namespace) -> int:
     from rayform.packer.packing import pack_slice
 
-    client = _client(args)
+    client = _client(args, writes=True)
     s = client.slices.get(args.slice)
     spec = PackSpec(
         fps=args.fps,
@@ -151,9 +167,17 @@ def pack(args: argparse.Namespace) -> int:
         snap=args.snap,
         interleave_seed=None if args.time_order else args.interleave_seed,
     )
-    p = pack_slice(s, spec, workers=args.workers, progress=not args.quiet, force=args.force)
+    existing = None
+    if not args.force:
+        try:
+            existing = client.packs.get(s, spec)
+        except NotFound:
+            pass
+    p = existing or pack_slice(s, spec, workers=args.workers, progress=not args.quiet, force=args.force)
     size = sum(sh.bytes for sh in p.shards)
-    print(f"pack {p.key} of {s.id}: {p.samples} samples at {p.fps} fps in {len(p.shards)} shards "
+    if existing is not None:
+        print(f"pack {p.key} of {s.id} exists already (these parameters were packed before; --force packs again)")
+    print(f"pack {p.key} of {s.id}: {p.samples} samples at {p.fps} fps in {plural(len(p.shards), 'shard')} "
           f"({format_size(size)})")
     dropped = ", ".join(f"{k} {v}" for k, v in p.dropped["by_stream"].items() if v)
     print(f"dropped {p.dropped['instants']} of {p.instants} instants as stale" + (f" ({dropped})" if dropped else ""))
@@ -197,7 +221,7 @@ def verify(args: argparse.Namespace) -> int:
     for problem in report.problems:
         print(f"BAD  {problem}")
     state = "ok" if report.ok else f"{len(report.problems)} bad"
-    print(f"{s.id}: {report.blobs} blobs, {format_size(report.bytes)} re-hashed: {state}")
+    print(f"{s.id}: {plural(report.blobs, 'blob')}, {format_size(report.bytes)} re-hashed: {state}")
     return 0 if report.ok else 1
 
 
@@ -264,9 +288,9 @@ def gc(args: argparse.Namespace) -> int:
     grace = parse_duration(args.grace)
     report = collect(client, delete=args.delete, grace_s=grace)
     done = "deleted" if report.deleted else "would delete"
-    print(f"{client.store.display}: {done} {len(report.garbage)} unreachable blobs "
-          f"({format_size(report.garbage_bytes)}); kept {report.reachable} reachable and {report.young} "
-          f"written in the last {args.grace} or of unknown age")
+    young = f" and {report.young} written in the last {args.grace} or of unknown age" if grace > 0 or report.young else ""
+    print(f"{client.store.display}: {done} {plural(len(report.garbage), 'unreachable blob')} "
+          f"({format_size(report.garbage_bytes)}); kept {report.reachable} reachable{young}")
     if not report.deleted and report.garbage:
         print("a dry run: run again with --delete to delete them")
     return 0
@@ -349,7 +373,7 @@ def ingest(args: argparse.Namespace) -> int:
         return 0
     if not args.site:
         raise InvalidInput("ingest: --site is required (where the recordings come from)")
-    client = _client(args)
+    client = _client(args, writes=True)
     options = {"mapping": _mapping(args), "allow_missing": args.allow_missing, "fps": args.fps, "stamp": args.stamp,
                "joints": [j.strip() for j in args.joints.split(",")] if args.joints else None, "task": args.task,
                "allow_nonfinite": args.allow_nonfinite}

@@ -47,6 +47,9 @@ def settings(profile: str | None, env: Mapping[str, str] = os.environ) -> dict[s
     """The ``[default]`` settings with ``profile``'s laid over them (nothing without a file)."""
     path = config_path(env)
     if not path.is_file():
+        if env.get("RAYFORM_CONFIG"):  # named on purpose: a typo must not pass as "no settings"
+            raise InvalidInput(f"RAYFORM_CONFIG={env['RAYFORM_CONFIG'][:200]}: no such file. Point it at your "
+                               "config.toml, or unset it to use ~/.config/rayform/config.toml")
         if profile:
             raise InvalidInput(f"profile {profile!r}: there is no config file {path} to hold it. "
                                "Write one (see rayform --help), or point RAYFORM_CONFIG at it")

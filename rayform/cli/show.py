@@ -14,20 +14,12 @@ from typing import Any
 
 import numpy as np
 
+from rayform.cli.words import dtype_in_words, plural
 from rayform.client import Client
 from rayform.pack import Pack
 from rayform.recordings.segments import Segment
 from rayform.recordings.streams import StreamInfo
 from rayform.sizes import format_size
-
-_KINDS = {"u": "unsigned integer", "i": "integer", "f": "float", "b": "bool"}
-
-
-def dtype_in_words(dtype: str) -> str:
-    d = np.dtype(dtype)
-    if d.kind == "b":
-        return "bool"
-    return f"{8 * d.itemsize}-bit {_KINDS.get(d.kind, d.name)}"
 
 
 def rate_of(ts: np.ndarray) -> tuple[float, float] | None:
@@ -51,10 +43,15 @@ def rate(ts: np.ndarray) -> str:
     return f"{found[0]:.3g} Hz ±{found[1]:.1f}%"
 
 
-def stream_line(name: str, info: StreamInfo, ts: np.ndarray) -> str:
+def stream_kind(info: StreamInfo) -> str:
+    """``image 224×224×3, jpeg``, ``pose (ros axes)``, ``array 8``."""
     what = "×".join(map(str, info.shape)) or "scalar"
-    kind = {"image": f"image {what}, {info.encoding or 'raw'}", "pose": f"pose ({info.frame or 'ros'} axes)"}.get(
+    return {"image": f"image {what}, {info.encoding or 'raw'}", "pose": f"pose ({info.frame or 'ros'} axes)"}.get(
         info.kind, f"array {what}")
+
+
+def stream_line(name: str, info: StreamInfo, ts: np.ndarray) -> str:
+    kind = stream_kind(info)
     seconds = (int(ts[-1]) - int(ts[0])) / 1e9 if len(ts) else 0.0
     extra = [x for x in (info.units and f"in {info.units}",
                          info.names and f"names {', '.join(info.names[:6])}{' …' if len(info.names) > 6 else ''}") if x]
@@ -109,11 +106,11 @@ def show(args: argparse.Namespace, client: Client) -> int:
         print("\n".join(segment_lines(client.segments.get(args.id))))
         return 0
     s = client.slices.get(args.id)
-    print(f"slice {s.id}  name: {s.name or '-'}  {len(s.segments)} segments  sites: {', '.join(s.sites)}")
+    print(f"slice {s.id}  name: {s.name or '-'}  {plural(len(s.segments), 'segment')}  sites: {', '.join(s.sites)}")
     for i in range(min(len(s.segments), args.segments)):
         print("\n".join(segment_lines(s.segment(i))))
     if len(s.segments) > args.segments:
-        print(f"  … and {len(s.segments) - args.segments} more segments (--segments N shows more)")
+        print(f"  … and {plural(len(s.segments) - args.segments, 'more segment')} (--segments N shows more)")
     packs = client.packs.list(s)
     print(f"packs ({len(packs)}):" if packs else f"no packs. Make one: rayform pack {s.id} --fps 15")
     for p in packs:

@@ -6,8 +6,9 @@ where another slice already holds that prefix (as git abbreviates commits).
 
 from __future__ import annotations
 
+import datetime
 import functools
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -111,9 +112,17 @@ def _rebuild_slice(store_ref: StoreRef, id: str, digest: str, manifest: dict[str
 
 def _ref_manifest(ref: Any, slice_id: str, what: str) -> str:
     """The manifest digest a slice ref names, after checking the ref is this slice's."""
+    return str(_checked_ref(ref, slice_id, what)["manifest"])
+
+
+def _checked_ref(ref: Any, slice_id: str, what: str) -> dict[str, str]:
+    """A slice ref: its manifest digest and when it was written (ISO 8601 UTC, "" if not said)."""
     if mapping(ref, what).get("id") != slice_id:
         raise Malformed(f"{what}: names the slice {str(ref.get('id'))[:80]!r}, not {slice_id}")
-    return names.digest(ref.get("manifest"), f"{what}: manifest")
+    created = ref.get("created", "")
+    if not isinstance(created, str) or len(created) > 40:
+        raise Malformed(f"{what}: created {str(created)[:40]!r} is not a time")
+    return {"manifest": names.digest(ref.get("manifest"), f"{what}: manifest"), "created": created}
 
 
 class Slices:
@@ -156,9 +165,13 @@ class Slices:
         return Slice(self.store, slice_id, digest, manifest)
 
     def get(self, slice_id: str) -> Slice:
-        """The slice with this id; SliceNotFound (a KeyError) naming the id and store if none."""
+        """The slice with this id, or with this name (the newest of that name: a name is not
+        unique, an id is); SliceNotFound (a KeyError) naming what was asked and the store."""
+        if isinstance(slice_id, str) and slice_id and not names.SLICE_ID.fullmatch(slice_id) \
+                and not slice_id.startswith("slc_"):
+            return self._named(slice_id)
         if not isinstance(slice_id, str) or not names.SLICE_ID.fullmatch(slice_id):
-            raise SliceNotFound(f"{str(slice_id)[:80]!r}: not a slice id (they look like slc_7c1e04aa)")
+            raise SliceNotFound(f"{str(slice_id)[:80]!r}: not a slice id (they look like slc_7c1e04aa) or name")
         what = f"ref of {slice_id} in {self.store.display}"
         try:
             digest = self.store.get_ref(f"refs/slices/{slice_id}.json", parse=lambda r: _ref_manifest(r, slice_id, what))
@@ -169,6 +182,15 @@ class Slices:
             ) from None
         manifest = self.store.get_json_blob(digest, f"slice manifest of {slice_id}")
         return Slice(self.store, slice_id, digest, manifest)
+
+    def _named(self, name: str) -> Slice:
+        """The newest slice named ``name`` (by when its ref was written; a slice made before
+        refs said so counts as oldest)."""
+        found = [(created, s) for created, s in self._listed() if s.name == name]
+        if not found:
+            raise SliceNotFound(f"{name[:80]!r}: no slice has this name or id in {self.store.display}. "
+                                "List them with: rayform slices ls")
+        return max(found, key=lambda item: item[0])[1]
 
     def split(self, slice_: Slice | str, fractions: Mapping[str, float], seed: int = 0) -> dict[str, Slice]:
         """Segment-disjoint child slices of ``slice_``, e.g. ``{"train": 0.9, "val": 0.1}``.
@@ -192,12 +214,18 @@ class Slices:
                 for name, segments in chosen.items()}
 
     def list(self) -> list[Slice]:
-        out = []
+        """Every slice of the store, by id."""
+        return [s for _, s in self._listed()]
+
+    def _listed(self) -> Iterator[tuple[str, Slice]]:
+        """Each slice with when its ref was written (ISO 8601; "" where the ref predates that)."""
         for key in self.store.list_refs("refs/slices"):
             sid = key.rsplit("/", 1)[-1][: -len(".json")]
             if key.count("/") == 2 and names.SLICE_ID.fullmatch(sid):
-                out.append(self.get(sid))
-        return out
+                what = f"ref of {sid} in {self.store.display}"
+                ref = self.store.get_ref(key, parse=functools.partial(_checked_ref, slice_id=sid, what=what))
+                manifest = self.store.get_json_blob(ref["manifest"], f"slice manifest of {sid}")
+                yield ref["created"], Slice(self.store, sid, ref["manifest"], manifest)
 
     # -- internals ---------------------------------------------------------------------
     def _resolve(self, sel: SegmentSelector) -> SliceSegment:
@@ -218,6 +246,8 @@ class Slices:
         raise InvalidInput(f"slice: cannot select a segment from {sel!r}")
 
     def _claim_id(self, digest: str) -> str:
+        """The slice id of manifest ``digest``; its ref is (re)written with the time, so a name
+        names the slice made last under it (``get``)."""
         for n in range(ID_HEX, len(digest) + 1):
             slice_id = "slc_" + digest[:n]
             key = f"refs/slices/{slice_id}.json"
@@ -225,9 +255,9 @@ class Slices:
             try:
                 existing = self.store.get_ref(key, parse=functools.partial(_ref_manifest, slice_id=slice_id, what=what))
             except NotFound:
-                self.store.put_ref(key, {"id": slice_id, "manifest": digest})
-                return slice_id
+                existing = digest
             if existing == digest:
+                created = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="microseconds")
+                self.store.put_ref(key, {"id": slice_id, "manifest": digest, "created": created})
                 return slice_id
         raise AssertionError("unreachable: a full digest cannot collide with another")
-

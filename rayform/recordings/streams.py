@@ -186,10 +186,3 @@ class StreamInfo:
             frame=frame,
             meta=dict(mapping(meta, f"{what}: meta")),
         )
-
-    def describe(self) -> str:
-        shape = "×".join(map(str, self.shape)) or "scalar"
-        extra = self.encoding or self.units or ""
-        if self.frame:
-            extra = f"{extra}, frame={self.frame}"
-        return f"{self.kind:5} {shape:>11} {self.dtype:7} {extra}".rstrip()

@@ -99,6 +99,11 @@ class CachedStore:
                         cache.limit if cache else None)
 
     @property
+    def missing(self) -> bool:
+        """True for a local store whose directory does not exist yet (``Store.missing``)."""
+        return self.backend.missing
+
+    @property
     def offline(self) -> bool:
         """True when RAYFORM_OFFLINE=1 keeps rayform off this (non-local) store."""
         return self.cache is not None and config.offline()

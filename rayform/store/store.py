@@ -100,12 +100,6 @@ class Store:
         self.is_local = self.protocol in ("file", "local")
         self.root = root.rstrip("/") if not self.is_local else str(Path(root).resolve())
         self.url = self.root if self.is_local else url.rstrip("/")
-        if self.is_local:
-            try:
-                os.makedirs(self.root, exist_ok=True)
-            except OSError as e:
-                raise StoreError(f"store {self.root}: cannot be made ({e.strerror or e}). "
-                                 "Pass a writable directory (--store, or RAYFORM_STORE)") from None
         self.id = sha256_hex(redact(self.url).encode())[:16]  # names this store in the cache
         self._new_blobs: list[str] | None = None  # see ``recording_new_blobs``
 
@@ -307,6 +301,12 @@ class Store:
                 log.warning("rayform: %s: ignoring the key %r (not a rayform name)", self.display, rel[:120])
         return iter(sorted(keys))
 
+    @property
+    def missing(self) -> bool:
+        """True for a local store whose directory does not exist (nothing was ever written to it:
+        the first write makes it). Where a store is only read, that is a mistyped path."""
+        return self.is_local and not os.path.isdir(self.root)
+
     def sweep_temporaries(self) -> int:
         """Delete what killed writers left in a local store (ours only, stale only)."""
         return sweep_temporaries(self.root) if self.is_local else 0
@@ -349,8 +349,8 @@ class Store:
         try:
             write(*args)
         except OSError as e:
-            raise StoreError(f"{self.display}: cannot write ({e.strerror or e}). "
-                             "Check the directory's permissions and free space") from None
+            raise StoreError(f"{self.display}: cannot write ({e.strerror or e}). Pass a writable directory "
+                             "(--store, RAYFORM_STORE) and check its free space") from None
 
     def _write_atomic(self, path: str, data: bytes) -> None:
         if self.is_local:

@@ -72,7 +72,11 @@ def test_the_network(env):
 
 def test_a_bad_path(tmp_path, env):
     (tmp_path / "file").write_text("not a directory")
-    _one_line(_cli("--store", str(tmp_path / "file" / "store"), "slices", "ls", env=env), "cannot be made")
+    _one_line(_cli("--store", str(tmp_path / "file" / "store"), "slices", "ls", env=env), "no such directory")
+    _one_line(_cli("--store", str(tmp_path / "file" / "store"), "demo", env=env), "cannot write")
+    _one_line(_cli("--store", str(tmp_path / "s"), "push", "slc_00000000", str(tmp_path / "d"), env=env),
+              "no such directory")
+    (tmp_path / "s").mkdir()
     _one_line(_cli("--store", str(tmp_path / "s"), "push", "slc_00000000", str(tmp_path / "d"), env=env),
               "no such slice")
 
@@ -86,4 +90,5 @@ def test_a_bad_path(tmp_path, env):
     (["push", "slc_00000000", "nosuchproto://bucket"], ["nosuchproto://bucket"]),
 ])
 def test_a_typo(args, words, tmp_path, env):
+    (tmp_path / "store").mkdir()
     _one_line(_cli("--store", str(tmp_path / "store"), *args, env=env), *words)
