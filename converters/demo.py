@@ -14,8 +14,9 @@ Timestamps are int64 ns with jitter, each stream at its own native rate.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
 
@@ -54,7 +55,7 @@ def _stamps(rng: np.random.Generator, start: int, seconds: float, hz: float, jit
     return t
 
 
-def _joint_motion(rng: np.random.Generator, joints: int):
+def _joint_motion(rng: np.random.Generator, joints: int) -> Callable[[np.ndarray], np.ndarray]:
     amp = rng.uniform(0.2, 0.8, joints)
     freq = rng.uniform(0.05, 0.4, joints)
     phase = rng.uniform(0, 2 * np.pi, joints)
@@ -107,13 +108,15 @@ class _Scene:
         self.yy, self.xx = np.mgrid[0:size, 0:size]
         self.rng = rng
 
-    def _finish(self, image: np.ndarray, u: float, v: float, radius: float, color, grip: float) -> np.ndarray:
+    def _finish(self, image: np.ndarray, u: float, v: float, radius: float, color: tuple[int, int, int],
+                grip: float) -> np.ndarray:
         mask = (self.xx - u) ** 2 + (self.yy - v) ** 2 <= radius**2
         image[mask] = color
         bar = (np.abs(self.yy - v) < 2) & (np.abs(self.xx - u) < radius * (0.5 + grip))
         image[bar] = (250, 250, 250)
         image += self.rng.normal(0, 4.0, image.shape).astype(np.float32)  # sensor noise
-        return np.clip(image, 0, 255).astype(np.uint8)
+        out: np.ndarray = np.clip(image, 0, 255).astype(np.uint8)
+        return out
 
     def overhead(self, pose: np.ndarray, grip: float) -> np.ndarray:
         s = self.size
@@ -130,7 +133,7 @@ class _Scene:
         return self._finish(image, s / 2, s / 2 + 40 * (grip - 0.5), 30, (40, 160, 220), grip)
 
 
-def demo_episode(config: DemoConfig, episode: int) -> tuple[str, list[Stream], dict]:
+def demo_episode(config: DemoConfig, episode: int) -> tuple[str, list[Stream], dict[str, Any]]:
     """One episode's name, streams and metadata."""
     rng = np.random.default_rng([config.seed, episode])
     start = EPOCH_NS + episode * 120 * NS
@@ -143,7 +146,7 @@ def demo_episode(config: DemoConfig, episode: int) -> tuple[str, list[Stream], d
 
     streams: list[Stream] = []
     for name, view in (("cam0/rgb", scene.overhead), ("wrist/rgb", scene.wrist)):
-        cam_t = _stamps(rng, start + int(rng.integers(0, 5e6)), config.seconds, config.camera_hz, 1e6,
+        cam_t = _stamps(rng, start + int(rng.integers(0, 5_000_000)), config.seconds, config.camera_hz, 1e6,
                         config.frame_drop)
         cam_q = motion((cam_t - start) / NS)
         cam_pose = _forward_kinematics(cam_q)
@@ -163,7 +166,7 @@ def episode_name(episode: int) -> str:
     return f"episode_{episode:04d}"
 
 
-def demo_episodes(config: DemoConfig) -> Iterator[tuple[str, list[Stream], dict]]:
+def demo_episodes(config: DemoConfig) -> Iterator[tuple[str, list[Stream], dict[str, Any]]]:
     for episode in range(config.episodes):
         yield demo_episode(config, episode)
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -35,7 +36,7 @@ MAX_DATASET_BYTES = 8 << 30  # a dataset claiming more is refused before it is r
 ALOHA_ARRAYS = {"qpos": "joints/position", "qvel": "joints/velocity", "effort": "joints/effort"}
 
 
-def _open(path: Path):
+def _open(path: Path) -> Any:
     import h5py
 
     try:
@@ -44,7 +45,7 @@ def _open(path: Path):
         raise InvalidInput(f"{path}: not a readable HDF5 file ({e})") from None
 
 
-def _fps(f, path: Path, fps: float | None) -> float:
+def _fps(f: Any, path: Path, fps: float | None) -> float:
     if fps is not None:
         return check_fps(fps, "--fps")
     for attrs in (f.attrs, f["data"].attrs if "data" in f else {}):
@@ -62,7 +63,7 @@ def _fps(f, path: Path, fps: float | None) -> float:
     raise InvalidInput(f"{path}: no fps attribute; pass --fps")
 
 
-def _attr_fps(value, what: str) -> float:
+def _attr_fps(value: Any, what: str) -> float:
     try:
         value = float(np.asarray(value).reshape(()))
     except (TypeError, ValueError):
@@ -74,7 +75,7 @@ def _stamps(n: int, fps: float) -> np.ndarray:
     return np.round(np.arange(n) * (NS / fps)).astype(np.int64)
 
 
-def _read(ds, path: Path, name: str) -> np.ndarray:
+def _read(ds: Any, path: Path, name: str) -> np.ndarray:
     """A dataset's values, read only if every byte of it lives in this file and its size is sane."""
     import h5py
 
@@ -90,17 +91,17 @@ def _read(ds, path: Path, name: str) -> np.ndarray:
         raise InvalidInput(f"{path}: {name} claims {ds.shape} {ds.dtype} "
                            f"({ds.size * ds.dtype.itemsize / 2**30:.1f} GiB), more than {MAX_DATASET_BYTES >> 30} GiB")
     try:
-        return ds[()]
+        return np.asarray(ds[()])
     except OSError as e:  # a truncated file fails here, on the data, not on open
         raise InvalidInput(f"{path}: cannot read {name} ({e})") from None
 
 
-def _read_at(group, key: str, path: Path, name: str) -> np.ndarray:
+def _read_at(group: Any, key: str, path: Path, name: str) -> np.ndarray:
     """The values of the dataset ``group[key]`` (``name`` in messages), read as ``_read`` reads."""
     return _read(_member(group, key, path, name), path, name)
 
 
-def _member(group, key: str, path: Path, name: str):
+def _member(group: Any, key: str, path: Path, name: str) -> Any:
     """``group[key]``, refusing links that lead out of this file (external links)."""
     import h5py
 
@@ -121,7 +122,7 @@ def detect(path: Path) -> str:
     raise InvalidInput(f"{path}: neither the ALOHA (/observations, /action) nor the robomimic (/data/demo_*) layout")
 
 
-def iter_aloha(path: str | Path, fps: float | None = None) -> Iterator[tuple[str, list[Stream], dict]]:
+def iter_aloha(path: str | Path, fps: float | None = None) -> Iterator[tuple[str, list[Stream], dict[str, Any]]]:
     path = Path(path)
     with _open(path) as f:
         rate = _fps(f, path, fps)
@@ -152,7 +153,7 @@ def iter_aloha(path: str | Path, fps: float | None = None) -> Iterator[tuple[str
     yield path.stem, streams, meta
 
 
-def iter_robomimic(path: str | Path, fps: float | None = None) -> Iterator[tuple[str, list[Stream], dict]]:
+def iter_robomimic(path: str | Path, fps: float | None = None) -> Iterator[tuple[str, list[Stream], dict[str, Any]]]:
     path = Path(path)
     with _open(path) as f:
         rate = _fps(f, path, fps)
@@ -175,6 +176,6 @@ def iter_robomimic(path: str | Path, fps: float | None = None) -> Iterator[tuple
                                                     "fps": rate}
 
 
-def iter_hdf5(path: str | Path, fps: float | None = None) -> Iterator[tuple[str, list[Stream], dict]]:
+def iter_hdf5(path: str | Path, fps: float | None = None) -> Iterator[tuple[str, list[Stream], dict[str, Any]]]:
     layout = detect(Path(path))
     return iter_aloha(path, fps) if layout == "aloha" else iter_robomimic(path, fps)

@@ -17,12 +17,13 @@ from typing import Any
 
 from rayform.client import Client
 from rayform.errors import InvalidInput, RayformError
+from rayform.jobs import JobRunner, finishing
 from rayform.recordings.segments import SegmentRef
 from rayform.recordings.slices import Slice
 from rayform.recordings.streams import Stream
 from rayform.store.cached import StoreRef
 
-Episodes = Iterator[tuple[str, list[Stream], dict]]
+Episodes = Iterator[tuple[str, list[Stream], dict[str, Any]]]
 
 
 def _lerobot(path: Path, options: Mapping[str, Any]) -> Episodes:
@@ -42,7 +43,7 @@ def _renamed(episodes: Episodes, mapping: Mapping[str, str | None] | None) -> Ep
 
     for name, streams, meta in episodes:
         if mapping:
-            streams = [dataclasses.replace(s, name=mapping[s.name]) if s.name in mapping else s
+            streams = [dataclasses.replace(s, name=mapping.get(s.name) or s.name)
                        for s in streams if mapping.get(s.name, s.name) is not None]
         yield name, streams, meta
 
@@ -103,6 +104,7 @@ def convert_source(job: SourceJob) -> SourceResult:
                 episodes = [(name, streams, {**meta, "task": str(task)}) for name, streams, meta in episodes]
             refs = segments.store_many([(job.site, name, streams, meta) for name, streams, meta in episodes],
                                        allow_nonfinite=bool(job.options.get("allow_nonfinite")))
+            finishing()  # what it wrote is now the parent's to take back, with the result
         except BaseException as e:
             segments.discard(written)
             if isinstance(e, RayformError):
@@ -139,7 +141,6 @@ def ingest(
         raise InvalidInput(f"format {fmt!r}: one of {', '.join(sorted(FORMATS))}")
     from tqdm.auto import tqdm
 
-    from rayform.jobs import JobRunner
     from rayform.recordings.segments import check_site
 
     check_site(site)
@@ -157,8 +158,10 @@ def ingest(
                 done.append(result)
                 bar.update()
     except BaseException as e:
-        # the pool is stopped: what its jobs still finished is taken back with the rest
+        # the pool is stopped: what its jobs still finished is taken back with the rest, and
+        # what a job stopped mid-write left (a temporary of a dead process) is swept
         client.segments.discard([d for r in done + runner.finished() for d in r.written])
+        client.store.sweep_temporaries()
         if isinstance(e, RayformError) and len(jobs) > 1:
             raise type(e)(f"{e}. Nothing of this ingest of {len(jobs)} sources was stored") from None
         raise
@@ -169,7 +172,7 @@ def ingest(
     return report
 
 
-def describe(fmt: str, path: str | os.PathLike) -> list[str]:
+def describe(fmt: str, path: str | os.PathLike[str]) -> list[str]:
     """What a source holds, before converting it: one line per feature or dataset."""
     path = Path(path)
     if fmt == "lerobot":
@@ -191,7 +194,7 @@ def describe(fmt: str, path: str | os.PathLike) -> list[str]:
 
         lines = [f"{path}: HDF5, {detect(path)} layout"]
         with _open(path) as f:
-            def visit(name, obj):
+            def visit(name: str, obj: Any) -> None:
                 if hasattr(obj, "shape"):
                     lines.append(f"  /{name:40} {str(obj.shape):18} {obj.dtype}")
             f.visititems(visit)

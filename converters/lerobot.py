@@ -52,7 +52,7 @@ def _json(path: Path) -> Any:
         raise InvalidInput(f"{path}: not valid JSON ({e})") from None
 
 
-def _jsonl(path: Path) -> list[dict]:
+def _jsonl(path: Path) -> list[dict[str, Any]]:
     try:
         return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     except FileNotFoundError:
@@ -74,7 +74,7 @@ def source_path(root: Path, template: Any, what: str, **values: int | str) -> Pa
     if not isinstance(template, str) or len(template) > 512:
         raise InvalidInput(f"{root}/meta/info.json: {what} is not a path template")
 
-    def fill(m: re.Match) -> str:
+    def fill(m: re.Match[str]) -> str:
         if m.group(1) not in values:
             raise InvalidInput(f"{root}/meta/info.json: {what} {template!r} names {{{m.group(1)}}}, "
                                f"which is not one of {sorted(values)}")
@@ -119,8 +119,8 @@ class LeRobotDataset:
         if not (self.version.startswith("v2") or self.version.startswith("v3")):
             raise InvalidInput(f"{self.root}: LeRobot {self.version or 'unknown version'}; v2.1 and v3.0 are read")
         self.fps = check_fps(self.info.get("fps"), f"{self.root}/meta/info.json: fps")
-        self.features: dict[str, dict] = self.info["features"]
-        self.mapping = {f: default_stream_name(f) for f in self.features if f not in SKIP_FEATURES}
+        self.features: dict[str, dict[str, Any]] = self.info["features"]
+        self.mapping: dict[str, str | None] = {f: default_stream_name(f) for f in self.features if f not in SKIP_FEATURES}
         for feature, name in (mapping or {}).items():
             if feature not in self.features:
                 raise InvalidInput(f"{self.root}: no feature {feature!r} to map. It has: {', '.join(self.features)}")
@@ -151,7 +151,7 @@ class LeRobotDataset:
             i = int(e["episode_index"])
             data = source_path(self.root, self.info.get("data_path"), "data_path", episode_chunk=i // chunk,
                                episode_index=i)
-            videos = {
+            videos: dict[str, tuple[Path, float, float | None]] = {
                 k: (source_path(self.root, self.info.get("video_path"), "video_path", episode_chunk=i // chunk,
                                 video_key=k, episode_index=i), 0.0, None)
                 for k in self.video_keys
@@ -170,7 +170,7 @@ class LeRobotDataset:
             for e in pq.read_table(f).to_pylist():
                 data = source_path(self.root, self.info.get("data_path"), "data_path",
                                    chunk_index=int(e["data/chunk_index"]), file_index=int(e["data/file_index"]))
-                videos = {}
+                videos: dict[str, tuple[Path, float, float | None]] = {}
                 for k in self.video_keys:
                     path = source_path(self.root, self.info.get("video_path"), "video_path", video_key=k,
                                        chunk_index=int(e[f"videos/{k}/chunk_index"]),
@@ -186,10 +186,14 @@ class LeRobotDataset:
 
     def select(self, allow_missing: bool = False) -> list[Episode]:
         """The episodes to convert; an episode whose files are absent is an error unless allowed."""
-        episodes, absent = [], []
+        episodes: list[Episode] = []
+        absent: list[tuple[Episode, list[Path]]] = []
         for e in self.episodes():
             gone = self.missing(e)
-            (absent if gone else episodes).append((e, gone) if gone else e)
+            if gone:
+                absent.append((e, gone))
+            else:
+                episodes.append(e)
         if absent and not allow_missing:
             first, gone = absent[0]
             raise InvalidInput(
@@ -199,7 +203,7 @@ class LeRobotDataset:
             )
         return episodes
 
-    def read_episode(self, e: Episode, jpeg_quality: int = 95) -> tuple[str, list[Stream], dict]:
+    def read_episode(self, e: Episode, jpeg_quality: int = 95) -> tuple[str, list[Stream], dict[str, Any]]:
         import pyarrow.parquet as pq
 
         table = pq.read_table(e.data_file)
@@ -265,7 +269,7 @@ def decode_video(path: Path, from_s: float, to_s: float | None, expected: int, f
 
 
 def iter_lerobot(root: str | Path, mapping: Mapping[str, str | None] | None = None, allow_missing: bool = False
-                 ) -> Iterator[tuple[str, list[Stream], dict]]:
+                 ) -> Iterator[tuple[str, list[Stream], dict[str, Any]]]:
     ds = LeRobotDataset(root, mapping)
     for e in ds.select(allow_missing):
         yield ds.read_episode(e)

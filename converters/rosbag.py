@@ -113,7 +113,7 @@ def _image(msg: Any, topic: str) -> np.ndarray:
 
 
 def read_bag(path: str | Path, mapping: Mapping[str, str | None] | None = None, stamp: str = "header",
-             joints: list[str] | None = None) -> tuple[str, list[Stream], dict]:
+             joints: list[str] | None = None) -> tuple[str, list[Stream], dict[str, Any]]:
     """One bag as a segment's name, streams and metadata."""
     path = Path(path)
     if not path.exists():
@@ -122,7 +122,7 @@ def read_bag(path: str | Path, mapping: Mapping[str, str | None] | None = None, 
     series: dict[str, dict[str, Any]] = defaultdict(lambda: {"t": [], "v": []})
     kinds: dict[str, str] = {}
     names: dict[str, list[str]] = {}
-    camera_info: dict[str, dict] = {}
+    camera_info: dict[str, dict[str, Any]] = {}
     for topic, msgtype, log_ns, msg in _messages(path):
         if topic in mapping and mapping[topic] is None:
             continue
@@ -178,21 +178,21 @@ def read_bag(path: str | Path, mapping: Mapping[str, str | None] | None = None, 
     streams: list[Stream] = []
     for name, s in sorted(series.items()):
         ts = np.asarray(s["t"], np.int64)
-        order = np.argsort(ts, kind="stable")  # header stamps need not arrive in order
-        ts = ts[order]
-        values = [s["v"][i] for i in order]
+        by_time = np.argsort(ts, kind="stable")  # header stamps need not arrive in order
+        ts = ts[by_time]
+        ordered = [s["v"][i] for i in by_time.tolist()]
         if kinds[name] == "pose":
-            v = np.asarray(values, np.float64)
+            v: np.ndarray = np.asarray(ordered, np.float64)
             v[:, 3:] /= np.linalg.norm(v[:, 3:], axis=1, keepdims=True).clip(min=1e-12)
             streams.append(PoseStream(name, ts, v, frame="ros"))
         elif kinds[name] == "compressed":
-            streams.append(ImageStream(name, ts, values))
+            streams.append(ImageStream(name, ts, ordered))
         elif kinds[name] == "image":
-            streams.append(ImageStream(name, ts, np.stack(values)))
+            streams.append(ImageStream(name, ts, np.stack(ordered)))
         else:
             base = name.rsplit("/", 1)[0]
             unit = {"position": "rad", "velocity": "rad/s", "effort": "N·m"}[name.rsplit("/", 1)[1]]
-            streams.append(ArrayStream(name, ts, np.asarray(values, np.float64), units=unit, names=names[base]))
+            streams.append(ArrayStream(name, ts, np.asarray(ordered, np.float64), units=unit, names=names[base]))
     meta = {"source": f"rosbag {path.name}", "camera_info": camera_info, "stamp": stamp}
     return path.stem if path.is_file() else path.name, streams, meta
 
@@ -211,6 +211,7 @@ def describe_bag(path: str | Path) -> list[str]:
     from rosbags.typesys import Stores, get_typestore
 
     path = Path(path)
+    reader: Any
     try:
         reader = AnyReader([path], default_typestore=get_typestore(Stores.ROS2_HUMBLE))
         reader.open()

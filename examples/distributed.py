@@ -1,6 +1,6 @@
 """The product page's distributed snippet under torchrun (gloo here; nccl on GPUs).
 
-    torchrun --standalone --nproc_per_node 2 examples/distributed.py [--slice slc_…] [--epochs 2]
+    torchrun --standalone --nproc_per_node 2 examples/distributed.py [--slice demo] [--epochs 2]
 
 Each rank reads a disjoint part of every epoch through DistributedSampler; every rank
 prints how many samples it saw and a checksum of their keys, and rank 0 checks that the
@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
+import sys
 
 import torch
 import torch.distributed as dist
@@ -23,7 +24,7 @@ import rayform
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--store")
-    ap.add_argument("--slice", help="slice id (default: the store's demo slice)")
+    ap.add_argument("--slice", default="demo", help="slice id or name (default: the demo slice, see rayform demo)")
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--out", help="write each rank's sample keys here (one file per rank and epoch)")
@@ -32,10 +33,7 @@ def main() -> None:
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     client = rayform.Client(args.store)
-    if args.slice:
-        slice_ = client.slices.get(args.slice)
-    else:
-        slice_ = next(s for s in client.slices.list() if s.name == "demo-demo")
+    slice_ = client.slices.get(args.slice)
 
     dataset = rayform.torch.EpisodeDataset(slice_, obs=["cam0/rgb"], action="joints/position_delta", fps=15)
     sampler = torch.utils.data.distributed.DistributedSampler(dataset, shuffle=True)
@@ -63,4 +61,8 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except rayform.RayformError as e:  # one line, as the rayform command says it
+        print(f"distributed.py: error: {e}", file=sys.stderr)
+        sys.exit(2)

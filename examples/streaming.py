@@ -115,4 +115,8 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except rayform.RayformError as e:  # one line, as the rayform command says it
+        print(f"streaming.py: error: {e}", file=sys.stderr)
+        sys.exit(2)

@@ -1,7 +1,7 @@
 """Train a small policy on a slice: the product page's five lines, grown into a real run.
 
     python examples/train.py                 # the demo slice in the default store (made if absent)
-    python examples/train.py --slice slc_…   # any slice with cam0/rgb, wrist/rgb, joints/position
+    python examples/train.py --slice demo    # any slice (id or name) with cam0/rgb, wrist/rgb, joints/position
 
 A tiny CNN per camera and an MLP over the joints predict the next ``horizon`` joint deltas
 (an action chunk). The loss is logged with samples/s; it goes down.
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import sys
 import time
 
 import torch
@@ -25,14 +26,15 @@ CAMERAS = ["cam0/rgb", "wrist/rgb"]
 
 
 def demo_slice(client: rayform.Client) -> rayform.Slice:
-    """The store's demo slice, made first if the store has none."""
-    for s in client.slices.list():
-        if s.name == "demo-demo":
-            return s
+    """The store's demo slice (``rayform demo`` names it "demo"), made first if there is none."""
+    try:
+        return client.slices.get("demo")
+    except rayform.SliceNotFound:
+        pass
     from rayform.converters.demo import DemoConfig, ingest_demo
 
     log.info("no demo slice in %s: making one (6 simulated episodes)", client.store.display)
-    return client.slices.create(ingest_demo(client, "demo", DemoConfig(), progress=True), name="demo-demo")
+    return client.slices.create(ingest_demo(client, "demo", DemoConfig(), progress=True), name="demo")
 
 
 class Policy(nn.Module):
@@ -62,7 +64,7 @@ class Policy(nn.Module):
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--store", help="store URL (default: $RAYFORM_STORE or the local default)")
-    ap.add_argument("--slice", help="slice id (default: the demo slice)")
+    ap.add_argument("--slice", help="slice id or name (default: the demo slice)")
     ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--workers", type=int, default=2)
@@ -71,7 +73,10 @@ def main() -> None:
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
+    # this script's and rayform's messages; other libraries' (botocore, s3fs) only from WARNING
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(message)s", datefmt="%H:%M:%S")
+    for name in ("train", "rayform"):
+        logging.getLogger(name).setLevel(logging.INFO)
     torch.manual_seed(args.seed)
 
     client = rayform.Client(args.store)
@@ -123,4 +128,8 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except rayform.RayformError as e:  # one line, as the rayform command says it
+        print(f"train.py: error: {e}", file=sys.stderr)
+        sys.exit(2)

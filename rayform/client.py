@@ -6,7 +6,7 @@ import os
 from concurrent.futures import Executor
 from typing import Any
 
-from rayform.errors import InvalidInput
+from rayform.errors import InvalidInput, raised_here
 from rayform.pack import Pack, Packs, PackSpec
 from rayform.recordings.segments import Segments
 from rayform.recordings.slices import Slice, Slices
@@ -42,6 +42,7 @@ class Client:
     def __repr__(self) -> str:
         return f"Client({self.store.display!r})"
 
+    @raised_here
     def pack(
         self,
         slice_: Slice | str,

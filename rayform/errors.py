@@ -22,6 +22,13 @@ Messages read ``subject: problem. fix``.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+from typing import ParamSpec, TypeVar
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
 
 class RayformError(Exception):
     """Base class of every error rayform raises on purpose."""
@@ -77,3 +84,18 @@ class StoreError(RayformError, OSError):
 
 class ScratchError(RayformError, OSError):
     """Local working space (packing's scratch) could not be written."""
+
+
+def raised_here(fn: Callable[P, R]) -> Callable[P, R]:
+    """A public entry point (a dataset's constructor, a client method): a mistake of the
+    caller's (``InvalidInput``, ``NotFound``) comes out of it with its traceback cut at the
+    call, so the caller sees their own line and one message, not rayform's insides."""
+
+    @functools.wraps(fn)
+    def entry(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return fn(*args, **kwargs)
+        except (InvalidInput, NotFound) as e:
+            raise e.with_traceback(None) from None
+
+    return entry

@@ -9,9 +9,10 @@ Our own pool is made to stop, whatever stops the work (a failed job, Ctrl-C):
 - a worker ends itself once the parent is gone (``exit_with``), so a killed parent leaves
   no pool behind;
 - on SIGTERM a worker unwinds the job it runs (its ``finally`` blocks drop what they were
-  writing) and exits; when the work stops early, the parent sends that to every worker,
-  waits ``STOP_S`` seconds, kills what is left and only then returns. So nothing of the
-  pool is running, or half-written, once the caller sees the error (or ``KeyboardInterrupt``).
+  writing) and reports it stopped; when the work stops early, the parent sends that to every
+  worker, ends the pool, waits up to ``STOP_S`` seconds, kills what is left and only then
+  returns. So nothing of the pool is running, or half-written, once the caller sees the error
+  (or ``KeyboardInterrupt``), and every result a worker sent is on its future.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from typing import Any, TypeVar
 J = TypeVar("J")
 R = TypeVar("R")
 STOP_S = 5.0  # how long stopped workers get to unwind before they are killed
-_EXIT_STOPPED = 143  # a worker stopped by SIGTERM (128 + 15), as a shell reports it
+_EXIT_STOPPED = 143  # a job stopped by SIGTERM (128 + 15), as a shell reports it
 
 
 class JobRunner:
@@ -107,6 +108,10 @@ def stop_pool(pool: ProcessPoolExecutor) -> None:
             if p.is_alive():
                 _signal(p, signal.SIGKILL)
                 p.join(1.0)
+        # the results the workers sent before they went are on their futures once this ends
+        manager = getattr(pool, "_executor_manager_thread", None)
+        if manager is not None:
+            manager.join(STOP_S)
     finally:
         if previous is not None:
             signal.signal(signal.SIGINT, previous)
@@ -140,37 +145,85 @@ def pool_context() -> multiprocessing.context.BaseContext:
     return multiprocessing.get_context("spawn")
 
 
+def exit_with(pid: int, interval_s: float = 0.5) -> None:
+    """In a pool worker: end this process soon after process ``pid`` (the one that started
+    the pool) is gone, so a killed parent never leaves its workers running."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while True:
+            time.sleep(interval_s)
+            if not alive(pid) or (parent == pid and os.getppid() != pid):
+                os._exit(1)
+
+    threading.Thread(target=watch, name="rayform-parent-watch", daemon=True).start()
+
+
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` is running (on this machine)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's live process
+        return True
+    return True
+
+
 class Stopped(SystemExit):
-    """Raised in a worker's job by SIGTERM: the job unwinds, then the worker exits."""
+    """Raised in a worker's job by SIGTERM: the job unwinds (its ``finally`` blocks run)."""
+
+
+class JobStopped(RuntimeError):
+    """What a stopped job reports to the parent in place of its result. The worker stays up
+    (it takes no other job) until the stopped pool ends it: a worker that died would break the
+    pool, and the results other workers were sending at that moment would be lost with it."""
 
 
 _in_job = False
+_stopping = False  # SIGTERM came: this worker runs no job any more
 
 
 def _worker_setup(parent: int) -> None:
-    """A pool worker: the parent alone answers Ctrl-C; SIGTERM stops it; it ends with its parent."""
-    from rayform.store.files import exit_with
-
+    """A pool worker: the parent alone answers Ctrl-C; SIGTERM stops the job it runs; it ends
+    with its parent. Between jobs SIGTERM waits (blocked): the worker is then idle, or sending
+    its last result, which a stop must not cut in half."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _on_sigterm)
+    _mask(signal.SIG_BLOCK)
     exit_with(parent)
 
 
+def _mask(how: int) -> None:
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(how, {signal.SIGTERM})
+
+
 def _on_sigterm(_signum: int, _frame: FrameType | None) -> None:
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second one ends it at once
-    if not _in_job:
-        os._exit(_EXIT_STOPPED)  # idle: nothing to unwind
-    raise Stopped(_EXIT_STOPPED)
+    global _stopping
+    first, _stopping = not _stopping, True
+    if first and _in_job:
+        raise Stopped(_EXIT_STOPPED)
+
+
+def finishing() -> None:
+    """In a job: from here it runs to its end, a stop waits (call it once the job has what it
+    returns, where a stop could no longer take its effects back). Nothing outside our pool."""
+    if _in_job:
+        _mask(signal.SIG_BLOCK)
 
 
 def _run_job(fn: Callable[[J], R], job: J) -> R:
-    """A job in a worker of ours: a stop unwinds it (``finally`` blocks run), then the worker
-    exits without taking another job."""
+    """A job in a worker of ours; once stopped, it unwinds and reports ``JobStopped``."""
     global _in_job
     _in_job = True
     try:
+        _mask(signal.SIG_UNBLOCK)  # a stop sent while it waited for this job is taken here, at once
+        if _stopping:
+            raise Stopped(_EXIT_STOPPED)
         return fn(job)
     except Stopped:
-        os._exit(_EXIT_STOPPED)
+        raise JobStopped("stopped") from None
     finally:
+        _mask(signal.SIG_BLOCK)
         _in_job = False

@@ -10,7 +10,7 @@ from tqdm.auto import tqdm
 
 from rayform import names
 from rayform.client import Client
-from rayform.errors import Malformed, PackNotFound
+from rayform.errors import Malformed, OfflineError, PackNotFound
 from rayform.pack import Pack
 from rayform.store.cache import ShardCache
 from rayform.untrusted import json_document
@@ -31,6 +31,16 @@ def pull(client: Client, slice_id: str, fps: float | None = None, progress: bool
 
     Resumable: what an interrupted pull already cached is verified and kept.
     """
+    store = client.store
+    try:
+        return _pull(client, slice_id, fps, progress)
+    except OfflineError:  # pulling is what reaches the store: the usual "run rayform pull" cannot help
+        raise OfflineError(f"rayform pull {slice_id}: the cache lacks what it would fetch from {store.display}, "
+                           "and RAYFORM_OFFLINE=1 keeps rayform off the store. Unset RAYFORM_OFFLINE for the pull, "
+                           "then set it again to train offline") from None
+
+
+def _pull(client: Client, slice_id: str, fps: float | None, progress: bool) -> PullReport:
     store = client.store
     slice_ = client.slices.get(slice_id)  # caches the slice's ref and manifest
     report = PullReport(slice_.id, local=store.cache is None)

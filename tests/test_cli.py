@@ -309,3 +309,57 @@ def test_gc_is_a_dry_run_unless_told_and_keeps_young_blobs(demo_store, tmp_path)
     r = run("gc", "--grace", "0", "--delete", store=copy)
     assert "deleted 1 unreachable blob (" in r.stdout and not orphan.exists()
     assert run("verify", slice_id, store=copy).returncode == 0
+
+
+def test_listings_have_a_header_and_counts_read_as_words(demo_store, tmp_path):
+    store, slice_id = demo_store
+    segments = run("segments", "ls", store=store).stdout.splitlines()
+    assert segments[0].split() == ["segment", "version", "site", "name"] and len(segments) == 3
+    slices = run("slices", "ls", store=store).stdout.splitlines()
+    assert slices[0].split() == ["slice", "segments", "sites", "name"] and slice_id in "\n".join(slices[1:])
+    one = run("demo", "--site", "solo", "--episodes", "1", "--seconds", "1", store=tmp_path / "one")
+    assert "1 demo segment at site 'solo'" in one.stdout, one.stdout
+    shown = run("show", one.stdout.split()[-1], store=tmp_path / "one").stdout
+    assert " 1 segment " in shown and "1 segments" not in shown
+
+
+def test_slices_show_says_element_types_in_words(demo_store):
+    store, slice_id = demo_store
+    shown = run("slices", "show", slice_id, store=store).stdout
+    assert "32-bit float" in shown and "8-bit unsigned integer" in shown
+    assert "<f4" not in shown and "|u1" not in shown
+
+
+def test_a_repeated_pack_says_it_exists_already(demo_store):
+    store, slice_id = demo_store
+    first = run("pack", slice_id, "--fps", "5", store=store)
+    again = run("pack", slice_id, "--fps", "5", store=store)
+    assert first.returncode == again.returncode == 0
+    assert "exists already" not in first.stdout
+    assert "exists already" in again.stdout and "--force" in again.stdout
+    assert first.stdout.splitlines()[-1] == again.stdout.splitlines()[-1]  # the same pack
+
+
+def test_the_demo_slice_is_found_by_its_name(demo_store):
+    store, slice_id = demo_store
+    shown = run("show", "demo", store=store)
+    assert shown.returncode == 0 and f"slice {slice_id}" in shown.stdout
+
+
+def test_a_config_file_that_is_not_there_is_an_error_not_no_settings(demo_store, tmp_path):
+    store, _ = demo_store
+    r = run("slices", "ls", store=store, env={"RAYFORM_CONFIG": str(tmp_path / "cofnig.toml")})
+    assert r.returncode == 2 and r.stderr.startswith(f"rayform: error: RAYFORM_CONFIG={tmp_path / 'cofnig.toml'}: "
+                                                     "no such file"), r.stderr
+
+
+def test_an_error_starts_a_line_of_its_own_after_a_progress_bar(tmp_path):
+    """A failure mid-progress: the bar is cleared, never left with the message glued to it."""
+    (tmp_path / "bad.hdf5").write_bytes(b"not hdf5")
+    e = {**os.environ, "RAYFORM_STORE": str(tmp_path / "store")}
+    r = subprocess.run([sys.executable, "-m", "rayform.cli.main", "ingest", "hdf5", str(tmp_path / "bad.hdf5"),
+                        str(tmp_path / "bad.hdf5"), "--site", "lab", "--workers", "1"],
+                       capture_output=True, text=True, env=e, timeout=120)
+    assert r.returncode == 2
+    pieces = [p for p in re.split(r"[\r\n]", r.stderr) if "rayform: error" in p]
+    assert pieces and all(p.startswith("rayform: error: ") for p in pieces), repr(r.stderr[-500:])

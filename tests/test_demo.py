@@ -29,3 +29,18 @@ def test_demo_streams_rates_sizes_and_frames():
     assert by["joints/position"].values.shape[1] == 8 and by["ee/pose"].frame == "ros"
     q = by["ee/pose"].values[:, 3:]
     np.testing.assert_allclose(np.linalg.norm(q, axis=1), 1.0, atol=1e-9)
+
+
+def test_demo_reuses_the_episodes_it_made_with_the_same_config(tmp_path, monkeypatch):
+    import rayform
+    from rayform.converters import demo
+
+    client = rayform.Client(tmp_path / "store")
+    config = DemoConfig(episodes=2, seconds=1.0, image_size=16)
+    first = demo.ingest_demo(client, "lab", config)
+    made = []
+    real = demo.demo_episode
+    monkeypatch.setattr(demo, "demo_episode", lambda c, e: made.append(e) or real(c, e))
+    assert demo.ingest_demo(client, "lab", config) == first and made == []  # nothing simulated again
+    other = demo.ingest_demo(client, "lab", DemoConfig(episodes=2, seconds=1.0, image_size=16, seed=5))
+    assert made == [0, 1] and [r.version for r in other] != [r.version for r in first]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 HEAVY = ["torch", "webdataset", "av", "h5py", "pyarrow", "rosbags", "mcap", "s3fs"]
 
@@ -31,3 +32,15 @@ def test_import_rayform_loads_each_name_on_first_use():
     assert out.split() == ["False", "True", "True", "True", "True"]
     missing = subprocess.run([sys.executable, "-c", "import rayform; rayform.Clinet"], capture_output=True, text=True)
     assert "has no attribute 'Clinet'" in missing.stderr
+
+
+def test_import_rayform_works_from_the_folder_above_a_clone_named_rayform(tmp_path):
+    """There the clone's folder (no __init__.py at its root) must not pass for the package: the
+    editable install is a plain path entry, which a regular package on it wins over."""
+    root = Path(__file__).resolve().parents[1]
+    (tmp_path / "rayform").symlink_to(root, target_is_directory=True)
+    code = "import rayform, rayform.converters.demo; print(rayform.Client.__name__, rayform.__file__)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    name, where = out.stdout.split()
+    assert name == "Client" and Path(where).resolve() == root / "rayform" / "__init__.py"

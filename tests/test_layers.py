@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 LAYERS: list[list[str]] = [
     ["rayform.errors"],
     ["rayform.config", "rayform.names", "rayform.untrusted", "rayform.frames", "rayform.permutation",
-     "rayform.sizes"],
+     "rayform.sizes", "rayform.jobs"],
     ["rayform.codec"],
     ["rayform.store"],
     ["rayform.recordings"],

@@ -123,3 +123,13 @@ def test_preview_of_a_converted_real_recording_from_the_command_line(real_data, 
     with av.open(mp4s[0]) as f:
         assert sum(1 for _ in f.decode(video=0)) > 10
     assert sum(c.num_rows for c in RrdReader(tmp_path / "so101.rrd").stream().to_chunks()) > 100
+
+
+def test_preview_without_fps_over_two_packs_says_it_draws_no_chunks(tmp_path, caplog):
+    c = rayform.Client(tmp_path / "store")
+    s = c.slices.create(ingest_demo(c, "lab", DemoConfig(episodes=1, seconds=1.0, image_size=16)), name="two")
+    for fps in (5, 15):
+        c.pack(s, fps, workers=1, progress=False)
+    with caplog.at_level("WARNING", logger="rayform"):
+        preview(s, tmp_path / "out", segments=1, video=False)
+    assert f"{s.id} has packs at 5, 15 fps: no action chunks drawn" in caplog.text

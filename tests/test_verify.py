@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 
 from rayform.verify import pack_blobs, slice_blobs, verify
 
@@ -40,3 +41,13 @@ def test_a_missing_segment_blob_is_reported(demo_client):
     os.unlink(client.store.backend.blob_path(gone))
     report = verify(client.store, slice_blobs(s))
     assert [(p.blob, p.error) for p in report.problems] == [(gone, "is missing")]
+
+
+def test_the_progress_bar_counts_each_blob_once(demo_client, capsys):
+    """A blob two things name (here given twice) is hashed once, and the bar says as many as the report."""
+    client, s = demo_client
+    blobs = list(slice_blobs(s))
+    report = verify(client.store, blobs + blobs[:5], progress=True)
+    err = capsys.readouterr().err
+    totals = {int(m) for m in re.findall(r"\| *\d+/(\d+) ", err)}
+    assert report.blobs == len({b for b, _ in blobs}) and totals == {report.blobs}, err[-500:]

@@ -213,6 +213,14 @@ def parse(argv: Sequence[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def command() -> NoReturn:
+    """The ``rayform`` command: ``main`` on the process's arguments, then exit with its code."""
+    code = main()
+    # done: a Ctrl-C while the interpreter exits changes nothing (it would end it by SIGINT, -2)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    sys.exit(code)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         return _run(argv)
@@ -262,4 +270,4 @@ def _close_bars() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    command()

@@ -12,6 +12,7 @@ matplotlib (plots) and rerun-sdk (.rrd) are extras: ``pip install 'rayform[previ
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -30,6 +31,8 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 __all__ = ["preview", "contact_sheet", "plot_segment", "PackedSamples"]
+
+log = logging.getLogger("rayform")
 
 
 def preview(slice_: Slice, out: str | os.PathLike[str], *, fps: float | None = None, segments: int | Sequence[str] = 4,
@@ -105,7 +108,10 @@ def _pack(slice_: Slice, fps: float | None) -> Pack | None:
     packs = Packs(slice_.store)
     if fps is not None:
         return packs.find(slice_, fps)
-    rates = {float(p.fps) for p in packs.list(slice_)}
+    rates = sorted({float(p.fps) for p in packs.list(slice_)})
+    if len(rates) > 1:  # which one is the user's to say: draw none, and say so
+        log.warning("rayform: %s has packs at %s fps: no action chunks drawn. Pass --fps (fps=) to draw one's",
+                    slice_.id, ", ".join(f"{r:g}" for r in rates))
     if len(rates) != 1:
         return None
     try:

@@ -20,10 +20,11 @@ import re
 import shutil
 import socket
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
+
+from rayform.jobs import alive
 
 CHUNK = 4 << 20
 STALE_TEMP_SECONDS = 3600
@@ -212,17 +213,6 @@ def move_atomic(src: str | os.PathLike[str], path: str | os.PathLike[str]) -> No
         copy_atomic(src, path)
 
 
-def alive(pid: int) -> bool:
-    """Whether process ``pid`` is running (on this machine)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # someone else's live process
-        return True
-    return True
-
-
 def is_temporary(name: str) -> bool:
     """True for a file name of one of our temporaries (``temp_prefix``)."""
     return _TEMP.fullmatch(name) is not None
@@ -278,17 +268,3 @@ def sweep_scratch(parent: str | os.PathLike[str], older_than: float = STALE_TEMP
             shutil.rmtree(entry.path, ignore_errors=True)
             n += 1
     return n
-
-
-def exit_with(pid: int, interval_s: float = 0.5) -> None:
-    """In a pool worker: end this process soon after process ``pid`` (the one that started
-    the pool) is gone, so a killed parent never leaves its workers running."""
-    parent = os.getppid()
-
-    def watch() -> None:
-        while True:
-            time.sleep(interval_s)
-            if not alive(pid) or (parent == pid and os.getppid() != pid):
-                os._exit(1)
-
-    threading.Thread(target=watch, name="rayform-parent-watch", daemon=True).start()

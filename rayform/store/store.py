@@ -131,8 +131,8 @@ class Store:
         digest = sha256_hex(data)
         path = self.blob_path(digest)
         if not self._exists_for_write(path):
+            self._wrote(digest)  # said before it is written: a writer stopped mid-write takes it back too
             self._write_atomic(path, bytes(data))
-            self._wrote(digest)
         return digest
 
     def put_blob_file(self, local_path: str | os.PathLike[str], digest: str | None = None, *,
@@ -143,11 +143,11 @@ class Store:
         path = self.blob_path(digest)
         if self._exists_for_write(path):
             return digest
+        self._wrote(digest)
         if self.is_local:
             self._local_write(move_atomic if move else copy_atomic, local_path, path)
         else:
             self._put_remote(path, lambda target: self.fs.put_file(os.fspath(local_path), target))
-        self._wrote(digest)
         return digest
 
     @contextlib.contextmanager

@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from rayform.store.files import alive
+from rayform.jobs import alive
 
 SLOTS = int(os.environ.get("RAYFORM_BATCH_SLOTS", "6"))  # per worker: prefetched + held batches
 HEADER = 4096

@@ -9,6 +9,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
+from rayform.errors import raised_here
 from rayform.permutation import Permutation
 from rayform.read.mixture import MixtureOrder
 from rayform.read.reader import PackReader
@@ -59,6 +60,7 @@ class EpisodeDataset(Normalization, Dataset[dict[str, Any]]):
     images once instead, pack with ``--resize``.
     """
 
+    @raised_here
     def __init__(
         self,
         slice_: Slice | Sequence[tuple[Slice, float]],

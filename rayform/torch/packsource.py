@@ -3,6 +3,7 @@ the pack it reads on the slice's store (or make it there, where that is safe).""
 
 from __future__ import annotations
 
+import difflib
 import logging
 import os
 from collections.abc import Mapping, Sequence
@@ -90,6 +91,7 @@ def pack_for(slice_: Slice, spec: SampleSpec) -> Pack:
         return packs.find(slice_.id, spec.fps, spec.streams(), horizon, history)
     except NotFound:
         pass
+    check_streams(slice_, spec.streams())
     at_fps = [p for p in packs.list(slice_.id) if float(p.fps) == float(spec.fps)]
     if at_fps:  # never a second pack behind the user's back: say what the one there lacks
         best = max(at_fps, key=lambda p: (len(p.spec.streams or ()), p.spec.max_horizon))
@@ -109,7 +111,7 @@ def pack_for(slice_: Slice, spec: SampleSpec) -> Pack:
             f"{slice_.id}: horizon {spec.horizon} is beyond the pack's maximum {best.spec.max_horizon} at "
             f"{spec.fps:g} fps. Run: rayform pack {slice_.id} --fps {spec.fps:g} --horizon {spec.horizon}"
         )
-    for i in range(len(slice_.segments)):  # a stream the slice lacks: said before anything is packed
+    for i in range(1, len(slice_.segments)):  # a stream some segment lacks: said before anything is packed
         segment = slice_.segment(i)
         for name in spec.streams():
             segment.stream(name)
@@ -125,6 +127,17 @@ def pack_for(slice_: Slice, spec: SampleSpec) -> Pack:
     # In this process only: a pool would re-import the user's (often unguarded) script.
     return pack_slice(slice_, PackSpec(fps=spec.fps, max_horizon=max(16, spec.horizon), max_history=history),
                       workers=1)
+
+
+def check_streams(slice_: Slice, wanted: Sequence[str]) -> None:
+    """Every stream asked for is one the slice records (its first segment's), or one error
+    naming the closest it has: a misspelt name is no reason to pack again."""
+    have = slice_.segment(0).streams
+    for name in wanted:
+        if name not in have:
+            close = difflib.get_close_matches(name, list(have), n=1)
+            hint = f" Did you mean {close[0]!r}?" if close else ""
+            raise StreamNotFound(f"{slice_.id}: no stream {name!r} in the slice.{hint} It has: {', '.join(sorted(have))}")
 
 
 def _writable(store: CachedStore) -> bool:

@@ -11,7 +11,7 @@ from typing import Any
 import torch
 from torch.utils.data import IterableDataset
 
-from rayform.errors import IntegrityError, InvalidInput
+from rayform.errors import IntegrityError, InvalidInput, raised_here
 from rayform.read import partition
 from rayform.read.epoch import EpochOrder
 from rayform.read.partition import EpochPlan
@@ -83,6 +83,7 @@ class StreamingEpisodeDataset(Normalization, IterableDataset[dict[str, Any]]):
     training before a slice has been fetched.
     """
 
+    @raised_here
     def __init__(
         self,
         slice_: Slice | Sequence[tuple[Slice, float]],

@@ -98,3 +98,36 @@ def test_mixture_example_mixes_a_real_recording_with_the_demo(real_data, tmp_pat
     assert found, r.stdout
     real, demo = int(found.group(1)), int(found.group(3))
     assert abs(real - 0.8 * (real + demo)) <= 1  # round(w·N), and at most one sample of padding
+
+
+@pytest.mark.slow
+def test_mixture_example_runs_without_a_recording(tmp_path):
+    env = {**os.environ, "RAYFORM_STORE": str(tmp_path / "store"), "RAYFORM_CACHE_DIR": str(tmp_path / "cache")}
+    r = subprocess.run([sys.executable, str(ROOT / "examples" / "mixture.py"), "--weights", "0.7", "0.3"],
+                       capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    found = re.search(r"a second simulated site, 4 episodes\): (\d+) samples .*\(demo, 6 episodes\): (\d+)", r.stdout)
+    assert found, r.stdout
+    first, demo = int(found.group(1)), int(found.group(2))
+    assert abs(first / (first + demo) - 0.7) < 0.01  # round(w·N), and the last batch's padding
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.mark.parametrize("example", ["train.py", "distributed.py"])
+def test_an_example_against_an_unreachable_store_says_one_line(tmp_path, example):
+    """No traceback, no botocore INFO logs: one line naming the store and what to check."""
+    env = {**os.environ, "AWS_ACCESS_KEY_ID": "x", "AWS_SECRET_ACCESS_KEY": "y",
+           "AWS_ENDPOINT_URL": f"http://127.0.0.1:{_closed_port()}", "RAYFORM_CACHE_DIR": str(tmp_path / "cache"),
+           "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_closed_port()), "RANK": "0", "WORLD_SIZE": "1"}
+    r = subprocess.run([sys.executable, str(ROOT / "examples" / example), "--store", "s3://bucket/rayform"],
+                       capture_output=True, text=True, env=env, timeout=120)
+    lines = [line for line in r.stderr.splitlines() if line.strip()]
+    assert r.returncode == 2 and len(lines) == 1, r.stderr[-3000:]
+    assert lines[0].startswith(f"{example}: error: s3://bucket/rayform: cannot read") and "endpoint" in lines[0]

@@ -1,0 +1,49 @@
+"""Ingest of several sources: all or nothing, whatever fails and wherever."""
+
+from __future__ import annotations
+
+import h5py
+import numpy as np
+import pytest
+
+import rayform
+from rayform.converters.ingest import ingest
+from rayform.errors import InvalidInput
+
+
+def _episode(path, frames: int = 20, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    with h5py.File(path, "w") as f:
+        f.attrs["sim"] = True
+        f.create_dataset("observations/images/top", data=rng.integers(0, 255, (frames, 12, 16, 3), np.uint8))
+        f.create_dataset("observations/qpos", data=rng.normal(size=(frames, 4)).astype(np.float32))
+        f.create_dataset("action", data=rng.normal(size=(frames, 4)).astype(np.float32))
+    return path
+
+
+def _store_files(root) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize("bad_at", [0, 2])
+def test_a_failing_source_leaves_the_store_as_it_found_it_and_says_so(tmp_path, workers, bad_at):
+    client = rayform.Client(tmp_path / "store")
+    client.slices.create(ingest(client, "hdf5", [_episode(tmp_path / "old.hdf5", seed=9)], "lab",
+                                options={"fps": 10}, progress=False).segments, name="before")
+    before = _store_files(tmp_path / "store")
+    sources = [_episode(tmp_path / f"ep{i}.hdf5", seed=i) for i in range(3)]
+    sources[bad_at].write_bytes(sources[bad_at].read_bytes()[:300])  # truncated
+    with pytest.raises(InvalidInput, match=f"{sources[bad_at]}.*Nothing of this ingest of 3 sources was stored"):
+        ingest(client, "hdf5", sources, "lab", options={"fps": 10}, slice_name="new", workers=workers,
+               progress=False)
+    assert _store_files(tmp_path / "store") == before  # no segment, no slice, no blob left
+
+
+def test_all_sources_become_visible_together_with_their_slice(tmp_path):
+    client = rayform.Client(tmp_path / "store")
+    sources = [_episode(tmp_path / f"ep{i}.hdf5", seed=i) for i in range(3)]
+    report = ingest(client, "hdf5", sources, "lab", options={"fps": 10}, slice_name="three", workers=2,
+                    progress=False)
+    assert [r.name for r in report.segments] == ["ep0", "ep1", "ep2"]
+    assert client.slices.get("three") == report.slice and len(client.segments.list("lab")) == 3
