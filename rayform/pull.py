@@ -45,6 +45,8 @@ def _pull(client: Client, slice_id: str, fps: float | None, progress: bool) -> P
     slice_ = client.slices.get(slice_id)  # caches the slice's ref and manifest
     report = PullReport(slice_.id, local=store.cache is None)
     packs = [p for p in client.packs.list(slice_) if fps is None or float(p.fps) == float(fps)]
+    if not packs and store.offline:  # the cache's view holds none: whether the store has one is unknown
+        raise OfflineError(f"{slice_.id}: no pack of it in the cache")
     if not packs:
         at = f" at {fps:g} fps" if fps is not None else ""
         raise PackNotFound(f"{slice_.id}: no pack{at} to pull. Run: rayform pack {slice_.id} --fps {fps or 15:g}")

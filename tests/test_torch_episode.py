@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import traceback
 import mmap
 import subprocess
 import sys
@@ -178,6 +179,20 @@ def test_a_typo_is_said_before_anything_is_packed(demo_client, caplog):
     with caplog.at_level(logging.INFO, logger="rayform"), pytest.raises(StreamNotFound, match="no stream 'cam0/rbg'"):
         rayform.torch.EpisodeDataset(s, obs=["cam0/rbg"], fps=15)
     assert "packing it now" not in caplog.text and client.packs.list(s) == []
+
+
+def test_a_misspelt_stream_beside_a_pack_names_the_real_one_not_a_repack(packed):
+    """A pack at that fps exists: a typo must not be offered as a stream to pack, and the error
+    comes out of the constructor with the caller's line on top, not rayform's insides."""
+    _, s = packed
+    with pytest.raises(StreamNotFound) as info:
+        rayform.torch.EpisodeDataset(s, obs=["cam0/rgb", "joints/positon"], action="joints/position_delta", fps=15)
+    message = str(info.value)
+    assert "no stream 'joints/positon' in the slice. Did you mean 'joints/position'?" in message
+    assert "--streams" not in message and "rayform pack" not in message
+    frames = traceback.extract_tb(info.value.__traceback__)
+    assert len(frames) <= 2 and frames[0].name.startswith("test_"), frames  # this line, then the entry point
+    assert info.value.__cause__ is None and info.value.__suppress_context__
 
 
 def test_a_horizon_beyond_the_packs_is_an_error_not_a_second_pack(demo_client):

@@ -244,7 +244,7 @@ class Store:
         path = self.blob_path(digest)
         try:
             self.fs.rm_file(path)
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):  # not there: nothing to delete
             pass
         except Exception as e:
             raise _store_error(self.display, f"cannot delete blob {digest[:16]}", e) from e
