@@ -56,6 +56,9 @@ class S3Endpoint:
         self.requests: list[tuple[str, str]] = []
         self.ranges: list[tuple[str, str]] = []  # (path, Range header) of every ranged GET
         self._failing: dict[str, list[int]] = {}  # path part -> [GETs left to fail, status, resumed only]
+        self._throttle: tuple[str, int, int] | None = None  # (path part, refused, of every so many GETs)
+        self._throttled_gets = 0
+        self.refused = 0
         self._lock = threading.Lock()
         app = DomainDispatcherApplication(create_backend_app)
 
@@ -70,6 +73,12 @@ class S3Endpoint:
                                 if part in path and f[0] > 0 and (resumed or not f[2])), None)
                 if method == "GET" and failing:
                     failing[0] -= 1
+                if method == "GET" and not failing and self._throttle and self._throttle[0] in path:
+                    part, refuse, of = self._throttle
+                    self._throttled_gets += 1
+                    if (self._throttled_gets - 1) % of < refuse:  # the first `refuse` of every `of`: in bursts
+                        self.refused += 1
+                        failing = [0, 503, False]
             if method == "GET" and failing:
                 reason, code, message = _S3_ERRORS.get(failing[1], _S3_ERRORS[503])
                 start_response(f"{failing[1]} {reason}", [("Content-Type", "application/xml")])
@@ -103,6 +112,13 @@ class S3Endpoint:
         ranged from a byte past 0) answer ``status``."""
         with self._lock:
             self._failing[path_part] = [times, status, resumed_only]
+
+    def throttle(self, path_part: str | None, refuse: int = 2, of: int = 3) -> None:
+        """From now on the first ``refuse`` of every ``of`` GETs of paths containing ``path_part``
+        answer 503 Slow Down, as S3 does under load (None: no more)."""
+        with self._lock:
+            self._throttle = (path_part, refuse, of) if path_part else None
+            self._throttled_gets = self.refused = 0
 
     def failures_left(self, path_part: str) -> int:
         with self._lock:

@@ -16,7 +16,7 @@ import pytest
 import rayform
 from rayform.errors import IntegrityError, StoreError
 from rayform.store.arrival import Arrival
-from rayform.store.fetch import Retry
+from rayform.store.retry import Retry
 
 CHUNK = 4096
 pytestmark = pytest.mark.timeout(60)
@@ -59,7 +59,7 @@ def _gate(monkeypatch, store, data, gate, go, die=False):
 
 
 def _fetch(store, data, digest, chunks, arrival):
-    return store.fetch(digest, len(data), "shard 0", Retry(attempts=0), chunks, CHUNK, arrival=arrival)
+    return store.fetch(digest, len(data), "shard 0", Retry(budget_s=0), chunks, CHUNK, arrival=arrival)
 
 
 def _bytes(arrival: Arrival, end: int) -> bytes:

@@ -24,7 +24,8 @@ KW = dict(obs=["joints/position"], action="joints/position_delta", fps=15)
 def test_counts_are_exact_and_sum_to_the_epoch():
     assert counts([100, 10], [0.7, 0.3]).tolist() == [77, 33]
     assert counts([5, 5, 5], [1, 1, 1]).tolist() == [5, 5, 5]
-    assert counts([1, 1, 1, 1], [1, 1, 1, 0]).tolist() == [2, 1, 1, 0]  # the remainder to the earlier part
+    assert counts([2, 1], [1, 1]).tolist() == [2, 1]  # a tied remainder to the earlier part
+    assert counts([1, 1, 1, 1], [1, 1, 1, 0]).tolist() == [1, 1, 1, 0]  # weight 0: out of the epoch, N = 3
     assert int(counts([999, 1], [0.123, 0.877]).sum()) == 1000
     for bad in ([], [0, 0], [-1, 2], [float("nan"), 1]):
         with pytest.raises(InvalidInput, match="mixture weights"):
@@ -120,3 +121,17 @@ def test_a_stream_missing_in_one_part_is_an_error_naming_the_part(two_slices, tm
         rayform.torch.EpisodeDataset([(big, 1), (bare, 1)], obs=["ee/pose"], fps=15)
     with pytest.raises(InvalidInput, match="mixture part 1"):
         rayform.torch.StreamingEpisodeDataset([(big, 1), ("slc_x", 1)], **KW)
+
+
+@pytest.mark.parametrize("dataset", ["EpisodeDataset", "StreamingEpisodeDataset"])
+def test_a_part_of_weight_zero_is_left_out_of_the_epoch(two_slices, dataset):
+    """Its samples neither appear nor count: the other part gives its own size, once each."""
+    client, big, small = two_slices
+    ds = getattr(rayform.torch, dataset)([(big, 1.0), (small, 0.0)], **KW)
+    n = ds.builders[0].pack.samples
+    assert len(ds) == n
+    keys = [(s["meta"]["part"], s["meta"]["segment"], int(s["t_ns"])) for s in
+            (ds[i] for i in range(len(ds)))] if dataset == "EpisodeDataset" else \
+        [(s["meta"]["part"], s["meta"]["segment"], int(s["t_ns"])) for s in ds]
+    assert {k[0] for k in keys} == {0} and len(set(keys)) == len(keys) == n  # none of the other part, none twice
+    assert counts([n, ds.builders[1].pack.samples], [1.0, 0.0]).tolist() == [n, 0]

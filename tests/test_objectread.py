@@ -49,8 +49,8 @@ def test_a_stalled_server_fails_the_read_after_the_timeout_given():
 
 def test_retry_refuses_nonsense():
     from rayform.errors import InvalidInput
-    from rayform.store.fetch import Retry
+    from rayform.store.retry import Retry
 
-    for bad in ({"timeout_s": 0}, {"attempts": -1}, {"backoff_s": float("nan")}, {"timeout_s": "1"}):
+    for bad in ({"timeout_s": 0}, {"budget_s": -1}, {"backoff_s": float("nan")}, {"timeout_s": "1"}):
         with pytest.raises(InvalidInput):
             Retry(**bad)

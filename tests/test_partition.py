@@ -110,3 +110,26 @@ def test_bad_plans_are_one_error(bad):
     args = dict(total=10, global_batch=4, partitions=2, window=3, seed=0, epoch=0) | bad
     with pytest.raises(InvalidInput):
         EpochPlan(**args)
+
+
+@pytest.mark.parametrize("window", [0, 64, 1000])
+@pytest.mark.parametrize("total", [1000, 1001, 1063, 5000 - 1])
+def test_padding_repeats_only_in_the_last_global_batch_with_one_partition(window, total):
+    """equalize="pad": the positions past the epoch's samples stay at the end of their
+    partition whatever the window, so with one partition every repeat is in the last global
+    batch; each is one of the epoch's first positions (wrapped)."""
+    plan = EpochPlan(total, 64, 1, window, seed=3, epoch=1)
+    rows = _global(plan)
+    padded = rows >= total
+    assert plan.padded == int(padded.sum()) == plan.steps * 64 - total
+    assert not padded[:-1].any()  # nothing repeats before the last global batch
+    assert sorted(rows[~padded].tolist()) == list(range(total))  # every sample once besides
+
+
+def test_with_several_partitions_padding_is_in_the_last_slots_of_the_last_partition():
+    plan = EpochPlan(1000, 64, 4, 1000, seed=3, epoch=0)  # 24 pads, a partition's share of a batch is 16
+    rows = _global(plan)
+    padded = rows >= 1000
+    assert plan.padded == 24 and int(padded.sum()) == 24
+    assert not padded[:-2].any()  # the last ceil(24 / 16) = 2 global batches
+    assert not padded[:, : 64 - 16].any()  # and only in the last partition's slots

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import logging
-import traceback
 import mmap
 import subprocess
 import sys
 import textwrap
+import traceback
 
 import numpy as np
 import pytest

@@ -17,8 +17,9 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 from rayform.read.reader import PackReader
 from rayform.store.arrival import Arrival
+from rayform.store.cache import ShardCache
 from rayform.store.eviction import Pin
-from rayform.store.fetch import Retry
+from rayform.store.retry import Retry
 
 THREADS = 4  # shards fetched at once per reader: enough to keep a loopback or LAN link busy
 AHEAD = 4  # shards fetched (and pinned) before the reader gets to them, at most
@@ -102,7 +103,13 @@ class FetchAhead:
             pin = future.result()
             if pin is not None:
                 pin.release()
+                self._limited_cache(key[0]).make_room()  # under a limit, what it let go may go now
         self._start()
+
+    def _limited_cache(self, part: int) -> ShardCache:
+        cache = self.readers[part].store.cache
+        assert cache is not None  # a pin is only ever taken in a cache
+        return cache
 
     def _fetch(self, part: int, shard: int, arrival: Arrival) -> Pin | None:
         return self.readers[part].pinned(shard, self.retry, arrival)[1]

@@ -1,9 +1,10 @@
 """Weighted mixtures of packs: how many samples each part gives an epoch, and in what order.
 
-An epoch of a mixture has ``N`` = the parts' sizes summed; part ``i`` gives exactly
-``round(w_i · N)`` of them (largest remainders take the rounding, ties to the earlier part,
-so the counts sum to ``N``). A part smaller than its count is repeated, a larger one is
-sampled without replacement. Everything is a pure function of (sizes, weights, seed, epoch).
+An epoch of a mixture has ``N`` = the sizes of the parts of weight above 0 summed (a part of
+weight 0 gives nothing, and counts for nothing); part ``i`` gives exactly ``round(w_i · N)``
+of them (largest remainders take the rounding, ties to the earlier part, so the counts sum
+to ``N``). A part smaller than its count is repeated, a larger one is sampled without
+replacement. Everything is a pure function of (sizes, weights, seed, epoch).
 
 The epoch is a sequence of ``N`` slots; slot ``k`` belongs to part ``p`` where ``P(k)`` (a
 seeded permutation of the slots) falls in part ``p``'s share ``[C_p−1, C_p)`` of the counts.
@@ -34,10 +35,18 @@ def check_weights(weights: Sequence[float] | np.ndarray) -> np.ndarray:
     return normalized
 
 
+def epoch_size(sizes: Sequence[int] | np.ndarray, weights: Sequence[float] | np.ndarray | None) -> int:
+    """Samples in one epoch: the sizes of the parts that give any (weight above 0) summed; one
+    pack's size without weights. A part of weight 0 is left out of the epoch entirely."""
+    if weights is None:
+        return int(np.sum(sizes))
+    return int(np.sum(np.asarray(sizes, np.int64)[check_weights(weights) > 0]))
+
+
 def counts(sizes: Sequence[int] | np.ndarray, weights: Sequence[float] | np.ndarray) -> np.ndarray:
-    """Samples each part gives one epoch: ``round(w_i · N)``, summing to ``N = Σ sizes``."""
+    """Samples each part gives one epoch: ``round(w_i · N)``, summing to ``N`` (``epoch_size``)."""
     w = check_weights(weights)
-    total = int(np.sum(sizes))
+    total = epoch_size(sizes, weights)
     exact = w * total
     out: np.ndarray = np.floor(exact).astype(np.int64)
     short = total - int(out.sum())

@@ -5,7 +5,10 @@ number of DataLoader workers. No I/O.
 An epoch is ``K`` global batches of ``G`` samples (``G`` = per-rank batch × world size;
 ``K`` = ⌈N/G⌉ with ``equalize="pad"``, ⌊N/G⌋ with ``"drop"``), over the positions
 ``0 … K·G−1`` of the epoch's order of samples (``read.epoch``; positions past its end wrap
-round to its start, so padding repeats its first samples and pads fewer than ``G``).
+round to its start, so padding repeats its first samples and pads fewer than ``G``). The
+padding positions are the last of the last partitions, and windows leave them there: they
+fall in the last global batch (with several partitions, in the last slots of the last
+partitions, so in the last ⌈pads/b⌉ global batches of those, ``b`` a partition's share).
 
 The positions are cut into ``P`` canonical partitions. Partition ``c`` gives
 ``b_c = ⌊(c+1)G/P⌋ − ⌊cG/P⌋`` samples to every global batch and owns the consecutive
@@ -34,9 +37,11 @@ from rayform.permutation import Permutation
 
 EQUALIZE = ("pad", "drop")
 _WINDOW_SALT = 0x57 << 56
-# The version of the epoch order EpochPlan makes (windows ramping up since 2): a saved state
-# says the one it was saved under, so a reader that makes another order can tell.
-ORDER = 2
+# The version of the epoch order EpochPlan makes (windows ramping up since 2; padding kept at
+# the end of its partition since 3, where 2 shuffled it into the last window): a saved state
+# says the one it was saved under, so a reader that makes another order can tell. Orders 2 and
+# 3 are the same where an epoch has no padding.
+ORDER = 3
 _CACHED_WINDOWS = 1024
 
 
@@ -90,20 +95,33 @@ class EpochPlan:
         within = (k[:, None] * width[None, :] + (slots - self.bounds[part])[None, :]).ravel()
         part = np.broadcast_to(part, (len(k), len(slots))).ravel()
         width = np.broadcast_to(width, (len(k), len(slots))).ravel()
-        return np.asarray(self.steps * self.bounds[part] + self._shuffled(part, within, self.steps * width, width))
+        # positions past the epoch's samples are padding: they stay last in their partition
+        real = np.clip(self.total - self.steps * self.bounds[part], 0, self.steps * width)
+        shuffled: np.ndarray = self._shuffled(part, within, real, width)
+        return np.asarray(self.steps * self.bounds[part] + shuffled)
 
-    def _shuffled(self, part: np.ndarray, within: np.ndarray, length: np.ndarray, width: np.ndarray) -> np.ndarray:
-        """Each position inside its partition, permuted within its window."""
+    @property
+    def padded(self) -> int:
+        """Positions of the epoch past its samples (``equalize="pad"``): each repeats one of the
+        epoch's first samples, in the last global batch(es) of the partitions they fall in."""
+        return self.steps * self.global_batch - self.total if self.steps * self.global_batch > self.total else 0
+
+    def _shuffled(self, part: np.ndarray, within: np.ndarray, real: np.ndarray, width: np.ndarray) -> np.ndarray:
+        """Each position inside its partition, permuted within its window; padding positions
+        (from ``real`` on, the partition's samples) are left where they are, at the end."""
         if self.window <= 1 or not len(within):
             return within
         window, start, size = self._windows(within, width)
-        out = np.empty_like(within)
+        out = within.copy()
         keys, inverse = np.unique(np.stack([part, window]), axis=1, return_inverse=True)
         inverse = inverse.ravel()
         for j, (c, w) in enumerate(keys.T.tolist()):
             mine = np.flatnonzero(inverse == j)
             first = int(start[mine[0]])
-            n = min(int(size[mine[0]]), int(length[mine[0]]) - first)
+            n = min(int(size[mine[0]]), int(real[mine[0]]) - first)  # the window's samples, padding left out
+            if n <= 1:
+                continue
+            mine = mine[within[mine] < first + n]
             out[mine] = first + self._perm(c, w, n)(within[mine] - first)
         return out
 

@@ -52,7 +52,7 @@ from rayform.store import files
 from rayform.store.arrival import Arrival
 from rayform.store.cached import CachedStore, StoreRef
 from rayform.store.eviction import Pin
-from rayform.store.fetch import Retry
+from rayform.store.retry import Retry
 
 MAX_MAPS = 256  # shards kept mapped (and pinned) per reader; each costs a file descriptor
 # Bytes of mapped file pages this process may gain (RssFile; where the OS does not say, the

@@ -110,6 +110,12 @@ class ShardCache:
             eviction.shrink(self.root, self.limit, size)
         return CacheWriter(self, digest)
 
+    def make_room(self) -> None:
+        """Under a limit, evict what no process reads until the cache is within it (a reader
+        that lets a shard go calls this, so a finished epoch leaves the cache within its limit)."""
+        if self.limit is not None:
+            eviction.shrink(self.root, self.limit)
+
     def pin(self, digest: str) -> eviction.Pin | None:
         """Hold the copy of ``digest`` against eviction while it is read (None: not cached)."""
         try:

@@ -23,17 +23,20 @@ import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 from rayform import config
 from rayform.errors import BlobNotFound, IntegrityError, OfflineError, StoreError
 from rayform.store.arrival import Arrival
 from rayform.store.cache import ShardCache
-from rayform.store.fetch import Retry, ShardStream, Transfer
-from rayform.store.files import CHUNK, canonical_json, read_known_good, verify_once
+from rayform.store.fetch import ShardStream, Transfer
+from rayform.store.files import canonical_json, read_known_good, verify_once
 from rayform.store.objectread import SequentialRead
+from rayform.store.retry import Retry
 from rayform.store.store import Store
 from rayform.untrusted import json_document
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -54,9 +57,10 @@ class CachedStore:
     """``store`` read through ``cache`` (the default cache where none is given; none at all
     for a local store, which is its own local copy)."""
 
-    def __init__(self, store: Store, cache: ShardCache | None = None):
+    def __init__(self, store: Store, cache: ShardCache | None = None, retry: Retry = Retry()):
         self.backend = store
         self.cache = None if store.is_local else (cache or ShardCache())
+        self.retry = retry  # how a read that meets a busy or flaky store is tried again
 
     @classmethod
     def open(cls, store: str | os.PathLike[str] | Store | CachedStore | None = None,
@@ -206,19 +210,37 @@ class CachedStore:
             return found if found is not None else self._fetch_whole(digest, what, on_bytes)
 
     def _fetch_whole(self, digest: str, what: str, on_bytes: Callable[[int], Any] | None) -> Path:
+        """A blob fetched whole into the cache, verified against its name, through the same
+        resumed, throttling-proof read a shard takes (``fetch.Transfer``)."""
         assert self.cache is not None
-        arriving = self.cache.writer(digest)
         try:
-            with self.backend.open_blob(digest) as src:
-                while chunk := src.read(CHUNK):
-                    arriving.write(chunk)
-                    if on_bytes:
-                        on_bytes(len(chunk))
-            return arriving.commit(f"{what} from {self.display}")
+            size = self.retrying(lambda: self.backend.blob_size(digest), what)
         except BlobNotFound:
             raise BlobNotFound(f"{what}: not in {self.display}") from None
-        finally:
-            arriving.discard()
+        if size == 0:
+            arriving = self.cache.writer(digest)
+            try:
+                return arriving.commit(f"{what} from {self.display}")
+            finally:
+                arriving.discard()
+        transfer = Transfer(size, what, self._opener(digest, self.retry), self.cache.writer(digest, size), self.display,
+                            self.retry)
+        transfer.run(deliver=(lambda data: on_bytes(len(data))) if on_bytes else None)
+        return self.cache.blob_path(digest)
+
+    def retrying(self, read: Callable[[], T], what: str) -> T:
+        """``read()`` tried again after a transient failure (a dropped connection, 503 Slow Down),
+        as ``retry`` says, until its budget is spent: then one StoreError saying how long."""
+        attempts = self.retry.attempts()
+        while True:
+            try:
+                return read()
+            except StoreError as e:
+                cause = e.__cause__ if e.__cause__ is not None else e
+                if not isinstance(e.__cause__, BaseException) or not attempts.wait(cause):
+                    if attempts.failed:
+                        raise StoreError(f"{what}: {e} (gave up after {attempts.spent()})") from e
+                    raise
 
     def fetch(self, digest: str, size: int, what: str, retry: Retry = Retry(), chunks: bytes | None = None,
               chunk_bytes: int = 0, pull: str = "<slice>", arrival: Arrival | None = None) -> Path:
@@ -294,7 +316,7 @@ class CachedStore:
             if cached is None:
                 raise self._uncached(name, name if key.startswith("refs/slices/") else "<slice>")
             return parse(cached) if parse is not None else cached
-        data = self.backend.get_ref_bytes(key)
+        data = self.retrying(lambda: self.backend.get_ref_bytes(key), f"ref {key}")
         parsed = self.backend.parse_ref(key, data, parse)  # a ref that does not parse never reaches the cache
         if self.cache.get_ref(self.id, "store.json") is None:  # lets `rayform cache` name the store
             self.cache.put_ref(self.id, "store.json", canonical_json({"url": self.display}))

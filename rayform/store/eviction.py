@@ -10,9 +10,11 @@ mount's ``atime`` policy; the modification time is kept, so ``verify_once`` stay
 Small blobs (manifests, chunk digests) go last.
 
 A blob evicted between a reader's lookup and its pin is found missing and fetched again;
-one deleted while a reader has it mapped stays readable to that reader. Before a fetch
-writes into a cache that has a limit, room is made for it (``make_room``): the cache is
-then over its limit only by the blobs pinned at that moment and by fetches under way.
+one deleted while a reader has it mapped stays readable to that reader. Under a limit, room
+is made before a fetch writes into the cache, counting the copies other fetches are writing
+(each made its full size first), and again when a reader lets a shard go (``shrink``): the
+cache is then over its limit only by the blobs pinned at that moment (what readers read, and
+what arrives for them), and back within it once they are let go.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rayform import names
+from rayform.store.files import is_stale, is_temporary
 
 SMALL = 64 << 10
 
@@ -75,21 +78,32 @@ class Pin:
 
 def blobs(root: Path) -> list[tuple[Path, os.stat_result]]:
     """Every cached blob with its stat, least recently pinned first."""
+    return _scan(root)[0]
+
+
+def _scan(root: Path) -> tuple[list[tuple[Path, os.stat_result]], int]:
+    """The cached blobs (least recently pinned first) and the bytes of the copies arriving now
+    (temporaries: a fetch makes its copy its full size first, so this counts what they will be)."""
     found = []
+    arriving = 0
     base = root / "blobs"
     if not base.is_dir():
-        return []
+        return [], 0
     for sub in os.scandir(base):
         if not sub.is_dir(follow_symlinks=False):
             continue
         for entry in os.scandir(sub.path):
-            if names.DIGEST.fullmatch(entry.name) and entry.is_file(follow_symlinks=False):
-                try:
+            try:
+                if names.DIGEST.fullmatch(entry.name) and entry.is_file(follow_symlinks=False):
                     found.append((Path(entry.path), entry.stat(follow_symlinks=False)))
-                except FileNotFoundError:
-                    continue
+                elif is_temporary(entry.name) and entry.is_file(follow_symlinks=False):
+                    st = entry.stat(follow_symlinks=False)
+                    if not is_stale(entry.name, st.st_mtime):  # a live fetch's, not a killed one's
+                        arriving += st.st_size
+            except FileNotFoundError:
+                continue
     found.sort(key=lambda item: (item[1].st_atime_ns, item[0].name))
-    return found
+    return found, arriving
 
 
 def evict(path: Path) -> int | None:
@@ -116,11 +130,12 @@ def evict(path: Path) -> int | None:
 
 
 def shrink(root: Path, to: int, incoming: int = 0) -> Evicted:
-    """Evict least-recently-used unpinned blobs until they and ``incoming`` bytes fit in ``to``.
-    Blobs under ``SMALL`` bytes (manifests, chunk digests, small indexes) go only after every
-    larger one: they free little, and they are what says what the cache holds."""
-    found = blobs(root)
-    size = sum(st.st_size for _, st in found)
+    """Evict least-recently-used unpinned blobs until they, the copies arriving now and
+    ``incoming`` bytes fit in ``to``. Blobs under ``SMALL`` bytes (manifests, chunk digests,
+    small indexes) go only after every larger one: they free little, and they are what says
+    what the cache holds."""
+    found, arriving = _scan(root)
+    size = sum(st.st_size for _, st in found) + arriving
     found = [b for b in found if b[1].st_size >= SMALL] + [b for b in found if b[1].st_size < SMALL]
     files = freed = pinned = 0
     for path, st in found:

@@ -3,9 +3,10 @@ written into the cache, hashed on the way and verified at the end.
 
 A fetcher thread reads the shard ahead of the reader (network, hashing and the cache write
 overlap decoding), with one streaming request where the store allows it (``objectread``).
-A dropped connection or a server error mid-shard is retried with exponential backoff and
-the read resumes at the byte where it stopped; when the retries run out it is one error
-naming the shard and the store.
+A dropped connection, a stall or a busy server (503 Slow Down) mid-shard is tried again
+after a jittered, growing wait and the read resumes at the byte where it stopped, for as
+long as bytes keep coming (``retry.Retry``: a time budget, reset by progress); when it is
+spent, one error names the shard, the store and how long it tried.
 
 No byte reaches the reader before it is verified: the pack names the sha256 of every
 chunk (1 MiB) of every shard, and the fetcher hands over a chunk only once its bytes
@@ -32,41 +33,17 @@ from typing import BinaryIO
 from rayform.errors import (
     BlobNotFound,
     IntegrityError,
-    InvalidInput,
     RayformError,
     StoreError,
 )
 from rayform.store import objectread
 from rayform.store.arrival import Arrival
 from rayform.store.cache import CacheWriter, FetchLock
+from rayform.store.retry import Retry
 
 STREAM_CHUNK = 1 << 20  # bytes asked of the store per read (and handed over at a time without chunk digests)
 READ_AHEAD = 16  # chunks fetched ahead of the reader: 16 MiB a stream, so I/O overlaps decoding
 _JOIN_S = 10.0  # how long closing waits for the fetcher to notice (it drops its own partial copy)
-
-
-@dataclass(frozen=True)
-class Retry:
-    """How a read that failed or stalled mid-shard is tried again: ``attempts`` more tries,
-    ``backoff_s`` doubling up to ``max_backoff_s`` between them; a request that sends no
-    byte for ``timeout_s`` seconds counts as failed (on the streaming GET path; stores read
-    through fsspec's own file objects use that filesystem's timeouts)."""
-
-    attempts: int = 5
-    backoff_s: float = 0.2
-    max_backoff_s: float = 5.0
-    timeout_s: float = 60.0
-
-    def __post_init__(self) -> None:
-        for name in ("attempts", "backoff_s", "max_backoff_s", "timeout_s"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1e6:
-                raise InvalidInput(f"Retry {name} {value!r}: must be a number in [0, 1e6)")
-        if self.timeout_s <= 0:
-            raise InvalidInput(f"Retry timeout_s {self.timeout_s!r}: must be > 0")
-
-    def delay(self, attempt: int) -> float:
-        return float(min(self.max_backoff_s, self.backoff_s * (2**attempt)))
 
 
 class Transfer:
@@ -85,6 +62,7 @@ class Transfer:
         self.chunks, self.chunk_bytes = chunks, chunk_bytes
         self._open_at, self._arriving = open_at, arriving
         self._stop = stop or threading.Event()
+        self._attempts = retry.attempts(self._stop)
         self._src: objectread.SequentialRead | None = None
         self.fetched = 0  # bytes read from the store
         self.verified = 0  # bytes verified and written into the cache
@@ -147,30 +125,29 @@ class Transfer:
             )
 
     def _read_into(self, view: memoryview) -> int:
-        """Bytes read into ``view`` (at least one), a dropped read retried and resumed; -1 if stopped."""
-        attempt = 0
-        while not self._stop.is_set():
+        """Bytes read into ``view`` (at least one), a dropped or throttled read tried again and
+        resumed where it stopped, within ``retry``'s budget since the last byte; -1 if stopped."""
+        while not self._attempts.stopped:
             try:
                 if self._src is None:
                     self._src = self._open_at(self.fetched)
                 got = _read_some(self._src, view[:STREAM_CHUNK])
                 if not got:
                     raise ConnectionError(f"the stream ended at byte {self.fetched} of {self.size}")
+                self._attempts.progress()
                 return got
             except RayformError:
                 raise
             except FileNotFoundError as e:
                 raise BlobNotFound(f"{self.what}: not in {self.origin}") from e
-            except Exception as e:  # a connection dropped, a 5xx: resume at the byte where it stopped
+            except Exception as e:  # a connection dropped, a 503: resume at the byte where it stopped
                 _close_quietly(self._src)
                 self._src = None
-                if attempt >= self.retry.attempts:
+                if not self._attempts.wait(e) and not self._attempts.stopped:
                     raise StoreError(
-                        f"{self.what} from {self.origin}: reading failed at byte "
-                        f"{self.fetched} of {self.size} after {attempt + 1} tries ({type(e).__name__}: {e})"
+                        f"{self.what} from {self.origin}: reading failed at byte {self.fetched} of {self.size} "
+                        f"after {self._attempts.spent()} ({type(e).__name__}: {str(e)[:200]})"
                     ) from e
-                self._stop.wait(self.retry.delay(attempt))
-                attempt += 1
         return -1
 
 

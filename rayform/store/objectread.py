@@ -30,6 +30,8 @@ from typing import IO, Protocol
 
 from fsspec import AbstractFileSystem
 
+from rayform.store.retry import HttpStatus
+
 SIGNED_URL_SECONDS = 3600  # a URL is used for at most half of this, so a long shard never outlives it
 TIMEOUT_S = 60.0  # the default; the streaming dataset's Retry(timeout_s=...) sets it
 SIGNED_KEPT = 4096  # signed URLs kept per process (module-level, so forked workers find their parent's)
@@ -108,7 +110,9 @@ class HttpGet:
             if code == 416:  # nothing from start on: an empty rest
                 self._response = None
                 return
-            raise OSError(f"HTTP {code} {e.reason}") from None  # the URL (with its signature) stays out
+            if code in (401, 403):
+                raise PermissionError(f"HTTP {code} {e.reason}") from None
+            raise HttpStatus(code, str(e.reason)) from None  # the URL (with its signature) stays out
         if start and self._response.status != 206:
             self._response.close()
             raise OSError(f"the server ignored the range from byte {start} (HTTP {self._response.status})")

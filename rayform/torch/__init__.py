@@ -7,7 +7,7 @@
 """
 
 from rayform.read.sample import SampleSpec
-from rayform.store.fetch import Retry
+from rayform.store.retry import Retry
 from rayform.torch.episode import EpisodeDataset
 from rayform.torch.streaming import ShuffleConfig, StreamingEpisodeDataset
 from rayform.torch.world import Split, World

@@ -11,7 +11,7 @@ from torch.utils.data import Dataset
 
 from rayform.errors import raised_here
 from rayform.permutation import Permutation
-from rayform.read.mixture import MixtureOrder
+from rayform.read.mixture import MixtureOrder, epoch_size
 from rayform.read.reader import PackReader
 from rayform.read.sample import SampleSpec
 from rayform.recordings.slices import Slice
@@ -104,7 +104,7 @@ class EpisodeDataset(Normalization, Dataset[dict[str, Any]]):
                 f"obs={list(self.builder.spec.obs)}, action={self.builder.spec.action!r})")
 
     def __len__(self) -> int:
-        return sum(b.pack.samples for b in self.builders)
+        return epoch_size([b.pack.samples for b in self.builders], self.weights)
 
     @property
     def epoch(self) -> int:

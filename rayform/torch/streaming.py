@@ -12,15 +12,18 @@ import torch
 from torch.utils.data import IterableDataset
 
 from rayform.errors import IntegrityError, InvalidInput, raised_here
+from rayform.pack import Pack
 from rayform.read import partition
 from rayform.read.epoch import EpochOrder
+from rayform.read.mixture import epoch_size
 from rayform.read.partition import EpochPlan
 from rayform.read.reader import PackReader
 from rayform.read.sample import SampleSpec
 from rayform.read.steps import read_steps
 from rayform.recordings.slices import Slice
+from rayform.sizes import format_size
 from rayform.store.cached import CachedStore
-from rayform.store.fetch import Retry
+from rayform.store.retry import Retry
 from rayform.torch.batch import BatchLayout, collate_samples, default_collate_fn_map
 from rayform.torch.normalization import Normalization
 from rayform.torch.packsource import mixture_parts, open_parts, sample_spec
@@ -44,6 +47,19 @@ class ShuffleConfig:
         value = self.window
         if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 1 << 24:
             raise InvalidInput(f"ShuffleConfig window {value!r}: a whole number of samples, 0..{1 << 24}")
+
+
+def check_cache_limit(store: CachedStore, pack: Pack) -> None:
+    """A cache limit below the pack's largest shard cannot be kept: said when the dataset is made."""
+    limit = store.cache.limit if store.cache is not None else None
+    if limit is None or not pack.shards:
+        return
+    largest = max(range(len(pack.shards)), key=lambda k: pack.shards[k].bytes)
+    size = pack.shards[largest].bytes
+    if size > limit:
+        raise InvalidInput(f"cache limit {format_size(limit)} is smaller than shard {largest} of {pack.slice_id} at "
+                           f"{pack.fps:g} fps ({format_size(size)}, its largest). Raise the limit "
+                           f"(RAYFORM_CACHE_LIMIT, cache_limit=) to a few shards, or pack with a smaller --shard-size")
 
 
 class StreamingEpisodeDataset(Normalization, IterableDataset[dict[str, Any]]):
@@ -141,6 +157,8 @@ class StreamingEpisodeDataset(Normalization, IterableDataset[dict[str, Any]]):
         self._explicit = (rank, world_size)
         # one reader per part; each reopens its store and files after a fork
         self._pack_readers = [PackReader(s.store, b.pack, b.pack.members) for s, b in zip(slices, self.builders)]
+        for s, b in zip(slices, self.builders):
+            check_cache_limit(s.store, b.pack)
         for s, reader in zip(slices, self._pack_readers):
             if not s.store.offline:
                 # The offset index and the chunk digests (small) join the cache here, once, and the
@@ -177,7 +195,7 @@ class StreamingEpisodeDataset(Normalization, IterableDataset[dict[str, Any]]):
 
     def plan(self, epoch: int, global_batch: int | None = None) -> EpochPlan:
         """The epoch's global batches (``read.partition``)."""
-        total = int(sum(b.pack.samples for b in self.builders))  # a mixture's epoch: its parts' sizes summed
+        total = epoch_size([b.pack.samples for b in self.builders], self.weights)
         return EpochPlan(total, global_batch or self.global_batch, self.partitions, self.shuffle.window,
                          self.seed, epoch, self.equalize)
 
@@ -225,9 +243,11 @@ class StreamingEpisodeDataset(Normalization, IterableDataset[dict[str, Any]]):
                 raise InvalidInput(f"state_dict: saved with {key} {state[key]}, this dataset has {mine}. {fix}")
         if "step" not in state:
             raise InvalidInput(f"state_dict {sorted(state)}: not a state of a StreamingEpisodeDataset (no 'step')")
-        # a state without "order" was saved before it was written down: read as this order
-        if state.get("order", partition.ORDER) != partition.ORDER:
-            raise InvalidInput(f"state_dict: saved under epoch order {state['order']!r}, this rayform makes order "
+        # a state without "order" was saved before it was written down: read as order 2, which is
+        # this one where the epoch has no padding
+        order = state.get("order", 2)
+        if order != partition.ORDER and not (order == 2 and not self.plan(int(state.get("epoch", 0))).padded):
+            raise InvalidInput(f"state_dict: saved under epoch order {order!r}, this rayform makes order "
                                f"{partition.ORDER}: resume with the rayform version that saved it, or start the "
                                "epoch over (state_dict(step=0) of the same epoch)")
         here = self.world()

@@ -45,7 +45,7 @@ def test_a_connection_cut_mid_shard_resumes_at_its_byte(http_demo, tmp_path):
     proxy = CuttingProxy(server.port, after=50_000, cuts=2)
     try:
         ds = _stream(url.replace(server.url, proxy.url), slice_id, tmp_path / "cache",
-                     retry=rayform.torch.Retry(attempts=3, backoff_s=0.01))
+                     retry=rayform.torch.Retry(budget_s=30, backoff_s=0.01))
         server.reset_counts()
         keys = _keys(ds)
     finally:

@@ -155,7 +155,7 @@ def test_a_connection_cut_mid_shard_still_yields_every_sample_once(s3_demo, s3_e
     proxy = CuttingProxy(s3_endpoint.port, after=40_000, cuts=3)
     try:
         s = _slice(s3_demo, tmp_path / "cache", endpoint_url=proxy.url)
-        ds = _stream(s, retry=rayform.torch.Retry(attempts=6, backoff_s=0.01))
+        ds = _stream(s, retry=rayform.torch.Retry(budget_s=30, backoff_s=0.01))
         keys = _keys((x["meta"]["segment"], x["t_ns"]) for x in ds)
     finally:
         proxy.stop()
@@ -169,7 +169,7 @@ def test_a_5xx_mid_shard_is_retried_and_the_read_resumes_at_its_byte(s3_demo, s3
     proxy = CuttingProxy(s3_endpoint.port, after=40_000, cuts=1)
     try:
         s = _slice(s3_demo, tmp_path / "cache", endpoint_url=proxy.url)
-        ds = _stream(s, retry=rayform.torch.Retry(attempts=4, backoff_s=0.01))
+        ds = _stream(s, retry=rayform.torch.Retry(budget_s=30, backoff_s=0.01))
         s3_endpoint.reset_counts()
         # one response is cut mid-shard; its resumption is refused twice with a 503, then served
         s3_endpoint.fail_gets("/blobs/", times=2, resumed_only=True)
@@ -191,7 +191,7 @@ def test_a_read_that_keeps_failing_resumes_at_its_byte_then_names_the_shard(s3_d
 
     monkeypatch.setattr(shardstream, "STREAM_CHUNK", 16384)  # many reads a shard, so one fails mid-shard
     s = _slice(s3_demo, tmp_path / "cache")
-    ds = _stream(s, retry=rayform.torch.Retry(attempts=2, backoff_s=0.0), shuffle=rayform.torch.ShuffleConfig(window=0))
+    ds = _stream(s, retry=rayform.torch.Retry(budget_s=0.3, backoff_s=0.01), shuffle=rayform.torch.ShuffleConfig(window=0))
     opens = []
     from rayform.store.store import Store
 
@@ -228,8 +228,9 @@ def test_a_read_that_keeps_failing_resumes_at_its_byte_then_names_the_shard(s3_d
             pass
 
     monkeypatch.setattr(Store, "read_from", lambda self, *args: Dead())
-    cold = _stream(_slice(s3_demo, tmp_path / "cold"), retry=rayform.torch.Retry(attempts=2, backoff_s=0.0))
-    with pytest.raises(StoreError, match=r"shard \d+ \([0-9a-f]{16}\) at 15 fps from s3://.*after 3 tries"):
+    cold = _stream(_slice(s3_demo, tmp_path / "cold"), retry=rayform.torch.Retry(budget_s=0.3, backoff_s=0.01))
+    with pytest.raises(StoreError, match=r"shard \d+ \([0-9a-f]{16}\) at 15 fps from s3://.*after \d+ tries "
+                                         r"over [\d.]+ s with no byte arriving"):
         list(cold)
     assert not any(ShardCache(tmp_path / "cold").has(sh.sha256) for sh in cold.pack.shards)
     assert not [p for p in (tmp_path / "cold").rglob(".tmp-*")]
@@ -324,3 +325,22 @@ def test_stateful_dataloader_with_workers_resumes_a_later_epoch_exactly(s3_demo,
     tail = _batches_keys(resumed_loader)
     assert head + tail == expected[1]
     assert set(expected[1]) == set(expected[0]) and expected[1] != expected[0]
+
+
+@pytest.mark.slow
+def test_throttling_slows_the_stream_and_never_ends_it(s3_demo, s3_endpoint, tmp_path):
+    """2 of every 3 blob GETs answer 503 Slow Down (in bursts of two), with 2 DataLoader
+    workers fetching ahead through one cache: every sample arrives, in the order of a stream
+    that was never throttled."""
+    expected = _batches_keys(DataLoader(_stream(_slice(s3_demo, tmp_path / "calm"), batch_size=8), batch_size=None,
+                                        num_workers=2))
+    s3_endpoint.throttle("/blobs/", refuse=2, of=3)
+    try:
+        ds = _stream(_slice(s3_demo, tmp_path / "throttled"), batch_size=8,
+                     retry=rayform.torch.Retry(backoff_s=0.01, max_backoff_s=0.05))
+        got = _batches_keys(DataLoader(ds, batch_size=None, num_workers=2))
+        refused = s3_endpoint.refused
+    finally:
+        s3_endpoint.throttle(None)
+    assert refused >= 10  # throttled for real, the shards' reads and the index's
+    assert got == expected and len(set(got)) == ds.pack.samples
