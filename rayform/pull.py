@@ -26,25 +26,28 @@ class PullReport:
     local: bool = False  # the store is a local directory: nothing needed fetching
 
 
-def pull(client: Client, slice_id: str, fps: float | None = None, progress: bool = True) -> PullReport:
-    """Fetch everything training on ``slice_id`` needs (its packs at ``fps``, or all of them).
+def pull(client: Client, slice_id: str, fps: float | None = None, progress: bool = True,
+         pack: str | None = None) -> PullReport:
+    """Fetch everything training on ``slice_id`` needs (the pack ``pack`` names, its packs at
+    ``fps``, or all of them).
 
     Resumable: what an interrupted pull already cached is verified and kept.
     """
     store = client.store
     try:
-        return _pull(client, slice_id, fps, progress)
+        return _pull(client, slice_id, fps, progress, pack)
     except OfflineError:  # pulling is what reaches the store: the usual "run rayform pull" cannot help
         raise OfflineError(f"rayform pull {slice_id}: the cache lacks what it would fetch from {store.display}, "
                            "and RAYFORM_OFFLINE=1 keeps rayform off the store. Unset RAYFORM_OFFLINE for the pull, "
                            "then set it again to train offline") from None
 
 
-def _pull(client: Client, slice_id: str, fps: float | None, progress: bool) -> PullReport:
+def _pull(client: Client, slice_id: str, fps: float | None, progress: bool, key: str | None) -> PullReport:
     store = client.store
     slice_ = client.slices.get(slice_id)  # caches the slice's ref and manifest
     report = PullReport(slice_.id, local=store.cache is None)
-    packs = [p for p in client.packs.list(slice_) if fps is None or float(p.fps) == float(fps)]
+    packs = [client.packs.named(slice_, key)] if key is not None else \
+        [p for p in client.packs.list(slice_) if fps is None or float(p.fps) == float(fps)]
     if not packs and store.offline:  # the cache's view holds none: whether the store has one is unknown
         raise OfflineError(f"{slice_.id}: no pack of it in the cache")
     if not packs:

@@ -48,12 +48,14 @@ class PushReport:
 
 
 def push(source: Client, slice_id: str, dest: Client, fps: float | None = None, progress: bool = True,
-         threads: int = THREADS) -> PushReport:
-    """Copy the slice ``slice_id`` and its packs (at ``fps``, or all) from ``source`` to ``dest``."""
+         threads: int = THREADS, pack: str | None = None) -> PushReport:
+    """Copy the slice ``slice_id`` and its packs (the one ``pack`` names, those at ``fps``, or
+    all) from ``source`` to ``dest``."""
     if dest.store.id == source.store.id:
         raise InvalidInput(f"push: {dest.store.display} is the store the slice is in; name another store")
     slice_ = source.slices.get(slice_id)
-    packs = [p for p in source.packs.list(slice_) if fps is None or float(p.fps) == float(fps)]
+    packs = [source.packs.named(slice_, pack)] if pack is not None else \
+        [p for p in source.packs.list(slice_) if fps is None or float(p.fps) == float(fps)]
     if fps is not None and not packs:
         raise PackNotFound(f"{slice_.id}: no pack at {fps:g} fps to push. Its packs: "
                            f"{', '.join(p.key for p in source.packs.list(slice_)) or 'none'}")
@@ -134,12 +136,19 @@ def _push_refs(source: Client, slice_: Slice, packs: list[Pack], dest: Client, r
         if _names_another(dest, key, pack.digest):
             report.kept.append(pack.key)
             continue
-        dest.store.put_ref(key, {"manifest": pack.digest, "spec": pack.spec.to_manifest()})
+        dest.store.put_ref(key, {"manifest": pack.digest, "spec": pack.spec.to_manifest(), **_made(source, key)})
     key = f"refs/slices/{slice_.id}.json"
     if _names_another(dest, key, slice_.digest):
         raise InvalidInput(f"push: {dest.store.display} holds another slice under the id {slice_.id}; "
                            "its segments and packs were pushed, its slice ref was not")
-    dest.store.put_ref(key, {"id": slice_.id, "manifest": slice_.digest})
+    dest.store.put_ref(key, {"id": slice_.id, "manifest": slice_.digest, **_made(source, key)})
+
+
+def _made(source: Client, key: str) -> dict[str, str]:
+    """When the source's ref says it was made (kept in the copy: which pack is newest, which
+    slice a name names, is the same there), or nothing where it does not say."""
+    made = source.store.get_ref(key).get("created")
+    return {"created": made} if isinstance(made, str) and len(made) <= 40 else {}
 
 
 def _names_another(dest: Client, key: str, manifest: str) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -363,3 +364,29 @@ def test_an_error_starts_a_line_of_its_own_after_a_progress_bar(tmp_path):
     assert r.returncode == 2
     pieces = [p for p in re.split(r"[\r\n]", r.stderr) if "rayform: error" in p]
     assert pieces and all(p.startswith("rayform: error: ") for p in pieces), repr(r.stderr[-500:])
+
+
+def test_show_says_how_each_pack_differs_and_which_a_dataset_reads(demo_store, tmp_path):
+    import shutil
+
+    store, slice_id = demo_store
+    copy = tmp_path / "store"
+    shutil.copytree(store, copy)
+    keys = {}
+    for name, extra in (("full", []), ("small", ["--resize", "8x8"]), ("seed", ["--interleave-seed", "5"])):
+        out = run("pack", slice_id, "--fps", "10", *extra, store=copy).stdout
+        keys[name] = re.search(r"pack (fps10-[0-9a-f]{8}) of", out).group(1)
+    shown = run("show", slice_id, "--segments", "0", store=copy).stdout
+    lines = shown.splitlines()
+
+    def about(key: str) -> str:
+        at = next(i for i, line in enumerate(lines) if line.strip().startswith(key))
+        return lines[at] + "\n" + lines[at + 1]
+
+    assert "images keep, resized 8x8" in about(keys["small"]) and "apart: resize 8x8" in about(keys["small"])
+    assert "interleave seed 5" in about(keys["seed"]) and "read by default at 10 fps" in about(keys["seed"])
+    assert "read by default" not in about(keys["full"]) + about(keys["small"])  # the newest full-size one is
+    stats = run("stats", slice_id, "--pack", keys["small"], store=copy)
+    assert stats.returncode == 0 and f"({keys['small']})" in stats.stdout, stats.stderr
+    described = json.loads(run("show", slice_id, "--json", store=copy).stdout)["packs"]
+    assert {p["key"]: p["resize"] for p in described}[keys["small"]] == [8, 8]

@@ -12,7 +12,8 @@ from rayform.cli.show import stream_kind
 from rayform.cli.words import dtype_in_words, plural
 from rayform.client import Client
 from rayform.errors import InvalidInput, NotFound, PackNotFound, StoreError
-from rayform.pack import PackSpec
+from rayform.pack import Pack, PackSpec
+from rayform.recordings.slices import Slice
 from rayform.sizes import format_size, parse_size
 from rayform.verify import pack_blobs, slice_blobs
 from rayform.verify import verify as verify_blobs
@@ -190,10 +191,13 @@ def stats(args: argparse.Namespace) -> int:
     import numpy as np
 
     client = _client(args)
-    pack = client.packs.find(args.slice, args.fps)
+    if args.pack is None and args.fps is None:
+        raise InvalidInput("stats: name the pack with --fps N (the one a dataset at N fps reads) or --pack KEY")
+    chosen = client.slices.get(args.slice)
+    pack = client.packs.named(chosen, args.pack) if args.pack else client.packs.find(chosen, args.fps, any_size=True)
     if pack.stats is None:
-        raise InvalidInput(f"{args.slice}: its pack at {args.fps:g} fps was made before packs kept statistics. "
-                           f"Run: rayform pack {args.slice} --fps {args.fps:g} --force")
+        raise InvalidInput(f"{pack.slice_id}: its pack {pack.key} was made before packs kept statistics. "
+                           f"Run: rayform pack {pack.slice_id} --fps {pack.fps:g} --force")
     print(f"{pack.slice_id} at {pack.fps:g} fps ({pack.spec.key()}), {pack.samples} samples")
     for name, s in pack.stats.items():
         base = pack.schema.get(name.removesuffix("_delta"))
@@ -211,10 +215,7 @@ def verify(args: argparse.Namespace) -> int:
     client = _client(args)
     s = client.slices.get(args.slice)
     blobs = list(slice_blobs(s))
-    packs = [p for p in client.packs.list(s) if args.fps is None or float(p.fps) == args.fps]
-    if args.fps is not None and not packs:
-        raise PackNotFound(f"{s.id}: no pack at {args.fps:g} fps to verify. Its packs: "
-                           f"{', '.join(p.key for p in client.packs.list(s)) or 'none'}")
+    packs = chosen_packs(client, s, args.fps, args.pack, "verify")
     for p in packs:
         blobs.extend(pack_blobs(p))
     report = verify_blobs(client.store, blobs, progress=not args.quiet)
@@ -225,11 +226,22 @@ def verify(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
+def chosen_packs(client: Client, s: Slice, fps: float | None, key: str | None, doing: str) -> list[Pack]:
+    """The slice's packs a command works on: the one ``--pack`` names, those at ``--fps``, or all."""
+    if key is not None:
+        return [client.packs.named(s, key)]
+    packs = [p for p in client.packs.list(s) if fps is None or float(p.fps) == float(fps)]
+    if fps is not None and not packs:
+        raise PackNotFound(f"{s.id}: no pack at {fps:g} fps to {doing}. Its packs: "
+                           f"{', '.join(p.key for p in client.packs.list(s)) or 'none'}")
+    return packs
+
+
 def pull(args: argparse.Namespace) -> int:
     from rayform.pull import pull as pull_slice
 
     client = _client(args)
-    report = pull_slice(client, args.slice, args.fps, progress=not args.quiet)
+    report = pull_slice(client, args.slice, args.fps, progress=not args.quiet, pack=args.pack)
     packs = ", ".join(p.key for p in report.packs)
     if report.local:
         print(f"{report.slice_id}: the store {client.store.display} is local; nothing to fetch ({packs})")
@@ -244,7 +256,7 @@ def preview(args: argparse.Namespace) -> int:
 
     s = _client(args).slices.get(args.slice)
     files = write_preview(s, args.out, fps=args.fps, segments=args.segment or args.segments, video=not args.no_video,
-                          rerun=args.rerun)
+                          rerun=args.rerun, pack=args.pack)
     for path in files:
         print(path)
     return 0
@@ -255,7 +267,7 @@ def push(args: argparse.Namespace) -> int:
 
     source = _client(args)
     dest = Client(args.dest, storage_options=storage_options(args.dest_option), cache=args.cache)
-    report = push_slice(source, args.slice, dest, args.fps, progress=not args.quiet)
+    report = push_slice(source, args.slice, dest, args.fps, progress=not args.quiet, pack=args.pack)
     packs = ", ".join(p.key for p in report.packs) or "no packs"
     print(f"{report.slice_id} -> {report.dest}: copied {report.copied} blobs ({format_size(report.bytes)}), "
           f"{report.present} already there ({packs})")

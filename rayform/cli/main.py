@@ -70,7 +70,7 @@ def _parser() -> argparse.ArgumentParser:
     d.set_defaults(run=c.demo)
 
     shw = _command(sub, common, "show", help="what a slice or a segment holds: streams, rates, durations, packs")
-    shw.add_argument("id", help="a slice id (slc_…) or a segment id (seg_…)")
+    shw.add_argument("id", help="a slice (its id, slc_…, or name) or a segment id (seg_…)")
     shw.add_argument("--segments", type=int, default=5, help="segments of a slice shown in full (default 5)")
     shw.add_argument("--json", action="store_true", help="one JSON object, for scripts")
     shw.set_defaults(run=c.show)
@@ -91,16 +91,16 @@ def _parser() -> argparse.ArgumentParser:
     sls.add_argument("--json", action="store_true", help="one JSON list, for scripts")
     sls.set_defaults(run=c.slices_ls)
     sh = _command(sl, common, "show", help="a slice's segments, streams and packs")
-    sh.add_argument("slice", help="the slice id (slc_…)")
+    sh.add_argument("slice", help="the slice: its id (slc_…) or name")
     sh.set_defaults(run=c.slices_show)
     sp = _command(sl, common, "split", help="segment-disjoint child slices, e.g. train=0.9 val=0.1 (by segment id hash)")
-    sp.add_argument("slice", help="the slice id (slc_…)")
+    sp.add_argument("slice", help="the slice: its id (slc_…) or name")
     sp.add_argument("shares", nargs="+", metavar="NAME=SHARE", help="each split's name and share; shares sum to 1")
     sp.add_argument("--seed", type=int, default=0, help="which segments go where (default 0)")
     sp.set_defaults(run=c.slices_split)
 
     pk = _command(sub, common, "pack", help="pack a slice into shards at an fps")
-    pk.add_argument("slice", help="the slice id (slc_…)")
+    pk.add_argument("slice", help="the slice: its id (slc_…) or name")
     pk.add_argument("--fps", type=float, required=True, help="samples per second of recording")
     pk.add_argument("--streams", help="comma-separated (default: every stream all segments share)")
     pk.add_argument("--codec", default="keep", choices=["keep", "jpeg", "png"], help="image codec (default: keep)")
@@ -142,8 +142,9 @@ def _parser() -> argparse.ArgumentParser:
     ing.set_defaults(run=c.ingest)
 
     pl = _command(sub, common, "pull", help="fetch a slice's packs into the cache, for RAYFORM_OFFLINE=1")
-    pl.add_argument("slice", help="the slice id (slc_…)")
+    pl.add_argument("slice", help="the slice: its id (slc_…) or name")
     pl.add_argument("--fps", type=float, help="only the pack at this fps (default: all packs)")
+    pl.add_argument("--pack", metavar="KEY", help="only this pack (its key, e.g. fps15-129e34cc, as show lists them)")
     pl.set_defaults(run=c.pull)
 
     ca = _command(sub, common, "cache", help="where the cache is, how big, which slices it holds whole; prune or clean it")
@@ -157,17 +158,19 @@ def _parser() -> argparse.ArgumentParser:
     cl.set_defaults(run=c.cache_clean)
 
     st = _command(sub, common, "stats", help="a pack's normalization statistics, per array stream and element")
-    st.add_argument("slice", help="the slice id (slc_…)")
-    st.add_argument("--fps", type=float, required=True, help="the pack's rate")
+    st.add_argument("slice", help="the slice: its id (slc_…) or name")
+    st.add_argument("--fps", type=float, help="the pack's rate (the pack a dataset at that rate reads)")
+    st.add_argument("--pack", metavar="KEY", help="this pack (its key, e.g. fps15-129e34cc), instead of --fps")
     st.set_defaults(run=c.stats)
 
     pv = _command(sub, common, "preview", help="contact sheets, plots and videos of a slice's segments; a Rerun file")
-    pv.add_argument("slice", help="the slice id (slc_…)")
+    pv.add_argument("slice", help="the slice: its id (slc_…) or name")
     pv.add_argument("--out", default="preview", metavar="DIR",
                     help="the directory to write into, one folder per segment (default ./preview; -o is the "
                          "storage option, as everywhere)")
     pv.add_argument("--fps", type=float,
                     help="the pack whose action chunks and sample grid are drawn (default: the slice's only rate)")
+    pv.add_argument("--pack", metavar="KEY", help="draw this pack's chunks and grid (its key), instead of --fps")
     pv.add_argument("--segments", type=int, default=4, help="how many segments, the first ones (default 4)")
     pv.add_argument("--segment", action="append", default=[], metavar="ID",
                     help="this segment (repeatable; instead of --segments)")
@@ -176,9 +179,10 @@ def _parser() -> argparse.ArgumentParser:
     pv.set_defaults(run=c.preview)
 
     pu = _command(sub, common, "push", help="copy a slice, its segments and packs to another store (resumable)")
-    pu.add_argument("slice", help="the slice id (slc_…)")
+    pu.add_argument("slice", help="the slice: its id (slc_…) or name")
     pu.add_argument("dest", help="the store to copy to, e.g. s3://bucket/prefix or a directory")
     pu.add_argument("--fps", type=float, help="only the pack at this fps (default: all packs)")
+    pu.add_argument("--pack", metavar="KEY", help="only this pack (its key, e.g. fps15-129e34cc)")
     pu.add_argument("--dest-option", action="append", default=[], metavar="KEY=VALUE",
                     help="a storage option of the destination, e.g. --dest-option endpoint_url=http://host:9000 "
                          "(repeatable; -o sets the source's)")
@@ -192,8 +196,9 @@ def _parser() -> argparse.ArgumentParser:
     g.set_defaults(run=c.gc)
 
     v = _command(sub, common, "verify", help="re-hash every blob of a slice and its packs")
-    v.add_argument("slice", help="the slice id (slc_…)")
+    v.add_argument("slice", help="the slice: its id (slc_…) or name")
     v.add_argument("--fps", type=float, help="only the packs at this fps")
+    v.add_argument("--pack", metavar="KEY", help="only this pack (its key, e.g. fps15-129e34cc)")
     v.set_defaults(run=c.verify)
     return p
 

@@ -3,7 +3,8 @@
 Per segment and stream: kind, count, rate (the median over its timestamps, and how much
 the periods wander: the 5th–95th percentile spread as a share of the median), duration,
 shape, element type in words, units, names, pose frame. A slice adds its packs: fps,
-samples, bytes, what alignment dropped.
+samples, bytes, images (codec and size), order, what alignment dropped, when each was made,
+which one a dataset at its rate reads by default, and what sets each apart from the others.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import numpy as np
 from rayform.cli.words import dtype_in_words, plural
 from rayform.client import Client
 from rayform.pack import Pack
+from rayform.pack.packs import preferred
 from rayform.recordings.segments import Segment
 from rayform.recordings.streams import StreamInfo
 from rayform.sizes import format_size
@@ -81,11 +83,45 @@ def segment_json(seg: Segment) -> dict[str, Any]:
             "streams": streams}
 
 
-def pack_json(p: Pack) -> dict[str, Any]:
+def pack_json(p: Pack, made: str = "", default: bool = False, apart: list[str] | None = None) -> dict[str, Any]:
     return {"key": p.key, "fps": p.fps, "samples": p.samples, "shards": len(p.shards),
             "bytes": sum(sh.bytes for sh in p.shards), "horizon": p.spec.max_horizon, "history": p.spec.max_history,
-            "interleaved": p.spec.interleave_seed is not None, "stats": p.stats is not None,
-            "dropped": p.dropped["instants"], "instants": p.instants, "digest": p.digest}
+            "interleaved": p.spec.interleave_seed is not None, "interleave_seed": p.spec.interleave_seed,
+            "codec": p.spec.image_codec, "resize": list(p.spec.resize) if p.spec.resize else None,
+            "streams": list(p.spec.streams or ()), "stats": p.stats is not None, "dropped": p.dropped["instants"],
+            "instants": p.instants, "digest": p.digest, "made": made or None, "default": default,
+            "apart": apart or []}
+
+
+_SPEC_WORDS = {"resize": "resize", "image_codec": "codec", "jpeg_quality": "quality", "interleave_seed": "interleave seed",
+               "max_horizon": "horizon", "max_history": "history", "streams": "streams", "staleness": "staleness",
+               "snap": "snap", "shard_bytes": "shard size"}
+
+
+def apart(p: Pack, others: list[Pack]) -> list[str]:
+    """What sets ``p`` apart from the other packs at its rate: each parameter of its own, as words."""
+    out = []
+    for field, word in _SPEC_WORDS.items():
+        mine = getattr(p.spec, field)
+        if any(getattr(o.spec, field) != mine for o in others):
+            value = ("time order" if mine is None else str(mine)) if field == "interleave_seed" else \
+                ("full size" if mine is None else "x".join(map(str, mine))) if field == "resize" else \
+                ",".join(mine or ()) if field == "streams" else str(mine)
+            out.append(f"{word} {value}")
+    return out
+
+
+def packs_described(client: Client, s: Any) -> list[tuple[Pack, str, bool, list[str]]]:
+    """Each pack of the slice with when it was made, whether a dataset at its rate reads it by
+    default (``Packs.find``'s preference), and what sets it apart from the others at its rate."""
+    listed = client.packs.listed(s)
+    out = []
+    for made, p in listed:
+        peers = [(m, o) for m, o in listed if float(o.fps) == float(p.fps)]
+        full = [(m, o) for m, o in peers if o.spec.resize is None]  # a dataset without resize= reads these
+        default = bool(full) and preferred(full) is p
+        out.append((p, made, default, apart(p, [o for _, o in peers if o is not p])))
+    return out
 
 
 def show_json(args: argparse.Namespace, client: Client) -> int:
@@ -95,7 +131,8 @@ def show_json(args: argparse.Namespace, client: Client) -> int:
     s = client.slices.get(args.id)
     print(json.dumps({"id": s.id, "name": s.name, "digest": s.digest, "sites": s.sites,
                       "segments": [segment_json(s.segment(i)) for i in range(min(len(s.segments), args.segments))],
-                      "segments_total": len(s.segments), "packs": [pack_json(p) for p in client.packs.list(s)]}))
+                      "segments_total": len(s.segments),
+                      "packs": [pack_json(*described) for described in packs_described(client, s)]}))
     return 0
 
 
@@ -111,14 +148,21 @@ def show(args: argparse.Namespace, client: Client) -> int:
         print("\n".join(segment_lines(s.segment(i))))
     if len(s.segments) > args.segments:
         print(f"  … and {plural(len(s.segments) - args.segments, 'more segment')} (--segments N shows more)")
-    packs = client.packs.list(s)
+    packs = packs_described(client, s)
     print(f"packs ({len(packs)}):" if packs else f"no packs. Make one: rayform pack {s.id} --fps 15")
-    for p in packs:
+    for p, made, default, differs in packs:
         size = sum(sh.bytes for sh in p.shards)
         dropped = ", ".join(f"{k} {v}" for k, v in p.dropped["by_stream"].items() if v) or "none"
-        print(f"  {p.key}  {p.fps:g} fps  {p.samples} samples  {len(p.shards)} shards  {format_size(size)}  "
-              f"horizon {p.spec.max_horizon}  history {p.spec.max_history}  "
-              f"{'interleaved' if p.spec.interleave_seed is not None else 'time order'}  "
-              f"{'stats' if p.stats is not None else 'no stats'}  dropped {p.dropped['instants']} of "
+        images = "full size" if p.spec.resize is None else f"resized {p.spec.resize[0]}x{p.spec.resize[1]}"
+        order = f"interleave seed {p.spec.interleave_seed}" if p.spec.interleave_seed is not None else "time order"
+        print(f"  {p.key}  {p.fps:g} fps  {p.samples} samples  {plural(len(p.shards), 'shard')}  {format_size(size)}  "
+              f"images {p.spec.image_codec}, {images}  horizon {p.spec.max_horizon}  history {p.spec.max_history}  "
+              f"{order}  {'stats' if p.stats is not None else 'no stats'}  dropped {p.dropped['instants']} of "
               f"{p.instants} instants ({dropped})")
+        said = [f"made {made[:19].replace('T', ' ')} UTC" if made else "made before packs said when"]
+        if default:
+            said.append(f"read by default at {p.fps:g} fps")
+        if differs:
+            said.append("apart: " + "; ".join(differs))
+        print(f"      {', '.join(said)}")
     return 0

@@ -16,6 +16,7 @@ only hashes, index rows and statistics: no sample byte passes through it.
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import logging
 import os
 import shutil
@@ -144,7 +145,9 @@ def _render_pack(slice_: Slice, spec: PackSpec, executor: Executor | None, worke
         ],
     }
     digest = store.put_json_blob(manifest)
-    store.put_ref(f"refs/packs/{slice_.id}/{spec.key()}.json", {"manifest": digest, "spec": spec.to_manifest()})
+    made = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="microseconds")
+    store.put_ref(f"refs/packs/{slice_.id}/{spec.key()}.json",
+                  {"manifest": digest, "spec": spec.to_manifest(), "created": made})
     pack = Pack(digest, manifest)
     if pack.dropped["instants"]:
         log.info("%s: dropped %d of %d instants as stale (%s)", slice_.id, pack.dropped["instants"],

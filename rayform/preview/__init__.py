@@ -36,17 +36,18 @@ log = logging.getLogger("rayform")
 
 
 def preview(slice_: Slice, out: str | os.PathLike[str], *, fps: float | None = None, segments: int | Sequence[str] = 4,
-            video: bool = True, plots: bool = True, rerun: str | os.PathLike[str] | None = None) -> list[Path]:
+            video: bool = True, plots: bool = True, rerun: str | os.PathLike[str] | None = None,
+            pack: str | None = None) -> list[Path]:
     """Write the preview of ``slice_`` into ``out`` (a directory, made if missing): per segment
     ``<segment id>/sheet.png``, ``plot.png`` and ``<camera>.mp4``; with ``rerun``, that
     ``.rrd`` file. ``segments``: how many of the slice's segments (the first ones), or their
     ids. ``fps``: the pack whose action chunks and sample grid are drawn (default: the one
-    ``Packs.find`` would pick if the slice has packs at a single rate; none: streams only).
-    Returns the files written."""
+    ``Packs.find`` would pick if the slice has packs at a single rate; none: streams only);
+    ``pack``: that pack, by key. Returns the files written."""
     _needs("matplotlib" if plots else "", "av" if video else "", "rerun" if rerun is not None else "")
     chosen = _segments(slice_, segments)
-    pack = _pack(slice_, fps)
-    packed = PackedSamples.by_segment(slice_.store, pack, [s.id for s in chosen]) if pack is not None else {}
+    drawn = Packs(slice_.store).named(slice_, pack) if pack is not None else _pack(slice_, fps)
+    packed = PackedSamples.by_segment(slice_.store, drawn, [s.id for s in chosen]) if drawn is not None else {}
     root = Path(out)
     written: list[Path] = []
     for seg in chosen:
@@ -107,7 +108,7 @@ def _segments(slice_: Slice, segments: int | Sequence[str]) -> list[Segment]:
 def _pack(slice_: Slice, fps: float | None) -> Pack | None:
     packs = Packs(slice_.store)
     if fps is not None:
-        return packs.find(slice_, fps)
+        return packs.find(slice_, fps, any_size=True)
     rates = sorted({float(p.fps) for p in packs.list(slice_)})
     if len(rates) > 1:  # which one is the user's to say: draw none, and say so
         log.warning("rayform: %s has packs at %s fps: no action chunks drawn. Pass --fps (fps=) to draw one's",
@@ -115,7 +116,7 @@ def _pack(slice_: Slice, fps: float | None) -> Pack | None:
     if len(rates) != 1:
         return None
     try:
-        return packs.find(slice_, rates.pop())
+        return packs.find(slice_, rates.pop(), any_size=True)
     except PackNotFound:
         return None
 

@@ -112,7 +112,7 @@ class EpochPlan:
         if self.window <= 1 or not len(within):
             return within
         window, start, size = self._windows(within, width)
-        out = within.copy()
+        out: np.ndarray = within.copy()
         keys, inverse = np.unique(np.stack([part, window]), axis=1, return_inverse=True)
         inverse = inverse.ravel()
         for j, (c, w) in enumerate(keys.T.tolist()):

@@ -63,6 +63,9 @@ class SampleSpec:
     history: Mapping[str, int | Sequence[float]] | None = None
     # every image decoded at this (H, W) (JPEG through the decoder's DCT scaling); None: as packed
     resize: tuple[int, int] | None = None
+    # the pack to read, by key (``fps15-129e34cc``, as ``rayform show`` lists them); None: the
+    # one that serves these samples best (``Packs.find``)
+    pack: str | None = None
 
     def __post_init__(self) -> None:
         obs = (self.obs,) if isinstance(self.obs, str) else tuple(self.obs)
@@ -90,6 +93,8 @@ class SampleSpec:
                 raise InvalidInput(f"history of {name!r}: not in obs ({', '.join(obs)}); history is of observations")
         object.__setattr__(self, "history", steps or None)
         object.__setattr__(self, "resize", check_resize(self.resize))
+        if self.pack is not None and not isinstance(self.pack, str):
+            raise InvalidInput(f"pack {str(self.pack)[:60]}: a pack key such as 'fps15-129e34cc'")
 
     def steps_back(self) -> dict[str, tuple[int, ...]]:
         """Each stream's history as steps back, in output order (none: no history)."""

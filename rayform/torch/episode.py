@@ -10,6 +10,7 @@ import torch
 from torch.utils.data import Dataset
 
 from rayform.errors import raised_here
+from rayform.pack import Pack
 from rayform.permutation import Permutation
 from rayform.read.mixture import MixtureOrder, epoch_size
 from rayform.read.reader import PackReader
@@ -77,10 +78,11 @@ class EpisodeDataset(Normalization, Dataset[dict[str, Any]]):
         history: Mapping[str, int | Sequence[float]] | None = None,
         delta_timestamps: Mapping[str, Sequence[float]] | None = None,
         resize: tuple[int, int] | None = None,
+        pack: str | Pack | None = None,
     ):
         slices, self.weights = mixture_parts(slice_)
         self.builders = open_parts(slices, sample_spec(obs, action, fps, horizon, frame, rotation, history,
-                                                         delta_timestamps, resize))
+                                                         delta_timestamps, resize, pack))
         self._normalize(normalize)
         self.readers = [PackReader(s.store, b.pack, b.members, whole_shards=False)
                         for s, b in zip(slices, self.builders)]

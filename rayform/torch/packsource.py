@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 
 from rayform.errors import InvalidInput, NotFound, PackNotFound, RayformError, StreamNotFound
 from rayform.pack import Pack, Packs
+from rayform.pack.packs import serves_size
 from rayform.read.mixture import check_weights
 from rayform.read.sample import SampleBuilder, SampleSpec
 from rayform.recordings.slices import Slice
@@ -24,19 +25,19 @@ def sample_spec(obs: str | Sequence[str] | SampleSpec, action: str | Sequence[st
                 frame: str | None, rotation: str | None = None,
                 history: Mapping[str, int | Sequence[float]] | None = None,
                 delta_timestamps: Mapping[str, Sequence[float]] | None = None,
-                resize: tuple[int, int] | None = None) -> SampleSpec:
+                resize: tuple[int, int] | None = None, pack: str | Pack | None = None) -> SampleSpec:
     """The datasets' sample arguments as one checked value (``obs`` may be that value already).
     ``delta_timestamps`` (LeRobot's name) is ``history`` in seconds; give one or the other."""
     if history is not None and delta_timestamps is not None:
         raise InvalidInput("history and delta_timestamps say the same thing: give one of them")
     history = history if history is not None else delta_timestamps
     if isinstance(obs, SampleSpec):
-        if (action, fps, horizon, frame, rotation, history, resize) != (
-                _DEFAULTS.action, _DEFAULTS.fps, _DEFAULTS.horizon, _DEFAULTS.frame, _DEFAULTS.rotation, None, None):
-            raise InvalidInput("obs is a SampleSpec: give action, fps, horizon, frame, rotation, history and resize "
-                               "inside it, not beside it")
+        if (action, fps, horizon, frame, rotation, history, resize, pack) != (
+                _DEFAULTS.action, _DEFAULTS.fps, _DEFAULTS.horizon, _DEFAULTS.frame, _DEFAULTS.rotation, None, None, None):
+            raise InvalidInput("obs is a SampleSpec: give action, fps, horizon, frame, rotation, history, resize "
+                               "and pack inside it, not beside it")
         return obs
-    return SampleSpec(obs, action, fps, horizon, frame, rotation, history, resize)
+    return SampleSpec(obs, action, fps, horizon, frame, rotation, history, resize, pack.key if isinstance(pack, Pack) else pack)
 
 
 def open_samples(slice_: Slice, spec: SampleSpec) -> SampleBuilder:
@@ -80,37 +81,27 @@ def open_parts(slices: list[Slice], spec: SampleSpec) -> list[SampleBuilder]:
 
 
 def pack_for(slice_: Slice, spec: SampleSpec) -> Pack:
-    """A pack of the slice that holds ``spec``'s streams and horizon. Where there is none, a
-    single process with a writable store packs it (a progress bar and one log line);
-    elsewhere it is an error naming the command to run."""
+    """The pack of the slice that serves ``spec`` (``Packs.find``: its streams, horizon, history
+    and image size; among several, full resolution before resized, then the newest), or the
+    one ``spec.pack`` names, checked to serve it. Where the slice has none at ``spec.fps``, a
+    single process with a writable store packs it (a progress bar and one log line); elsewhere
+    it is an error naming the command to run. Never a second pack behind the user's back."""
     store = slice_.store
     packs = Packs(store)
     horizon = spec.horizon if spec.action else 0
     history = max((max(k) for k in spec.steps_back().values()), default=0)
+    if spec.pack is not None:
+        return _checked(slice_, packs.named(slice_.id, spec.pack), spec, horizon, history)
     try:
-        return packs.find(slice_.id, spec.fps, spec.streams(), horizon, history)
-    except NotFound:
-        pass
+        return packs.find(slice_.id, spec.fps, spec.streams(), horizon, history, spec.resize)
+    except NotFound as e:
+        missing = e
     check_streams(slice_, spec.streams())
     at_fps = [p for p in packs.list(slice_.id) if float(p.fps) == float(spec.fps)]
-    if at_fps:  # never a second pack behind the user's back: say what the one there lacks
-        best = max(at_fps, key=lambda p: (len(p.spec.streams or ()), p.spec.max_horizon))
-        lacking = [name for name in spec.streams() if name not in (best.spec.streams or ())]
-        if lacking:
-            raise StreamNotFound(
-                f"{slice_.id}: no stream {lacking[0]!r} in its pack at {spec.fps:g} fps. It has: "
-                f"{', '.join(best.spec.streams or ())}. Run: rayform pack {slice_.id} --fps {spec.fps:g} "
-                f"--streams {','.join(dict.fromkeys([*(best.spec.streams or ()), *spec.streams()]))}"
-            )
-        if history > best.spec.max_history:
-            raise InvalidInput(
-                f"{slice_.id}: a history {history} steps back is beyond its pack's {best.spec.max_history} at "
-                f"{spec.fps:g} fps. Run: rayform pack {slice_.id} --fps {spec.fps:g} --history {history}"
-            )
-        raise InvalidInput(
-            f"{slice_.id}: horizon {spec.horizon} is beyond the pack's maximum {best.spec.max_horizon} at "
-            f"{spec.fps:g} fps. Run: rayform pack {slice_.id} --fps {spec.fps:g} --horizon {spec.horizon}"
-        )
+    if at_fps:  # say what the ones there lack
+        best = max(at_fps, key=lambda p: (len(p.spec.streams or ()), p.spec.max_horizon, p.spec.max_history))
+        _checked(slice_, best, spec, horizon, history)
+        raise missing  # they lack nothing else: the size of their images (find says it)
     for i in range(1, len(slice_.segments)):  # a stream some segment lacks: said before anything is packed
         segment = slice_.segment(i)
         for name in spec.streams():
@@ -127,6 +118,35 @@ def pack_for(slice_: Slice, spec: SampleSpec) -> Pack:
     # In this process only: a pool would re-import the user's (often unguarded) script.
     return pack_slice(slice_, PackSpec(fps=spec.fps, max_horizon=max(16, spec.horizon), max_history=history),
                       workers=1)
+
+
+def _checked(slice_: Slice, pack: Pack, spec: SampleSpec, horizon: int, history: int) -> Pack:
+    """``pack``, if it serves ``spec``; else one error saying what it lacks and how to pack it."""
+    run = f"Run: rayform pack {slice_.id} --fps {spec.fps:g}"
+    if float(pack.fps) != float(spec.fps):
+        raise InvalidInput(f"{slice_.id}: pack {pack.key} is at {pack.fps:g} fps, the dataset asks {spec.fps:g}. "
+                           f"Ask fps={pack.fps:g}, or name a pack at {spec.fps:g} fps")
+    lacking = [name for name in spec.streams() if name not in (pack.spec.streams or ())]
+    if lacking:
+        raise StreamNotFound(
+            f"{slice_.id}: no stream {lacking[0]!r} in its pack {pack.key} at {spec.fps:g} fps. It has: "
+            f"{', '.join(pack.spec.streams or ())}. {run} "
+            f"--streams {','.join(dict.fromkeys([*(pack.spec.streams or ()), *spec.streams()]))}"
+        )
+    if history > pack.spec.max_history:
+        raise InvalidInput(f"{slice_.id}: a history {history} steps back is beyond its pack's {pack.spec.max_history} "
+                           f"at {spec.fps:g} fps. {run} --history {history}")
+    if horizon > pack.spec.max_horizon:
+        raise InvalidInput(f"{slice_.id}: horizon {spec.horizon} is beyond the pack's maximum "
+                           f"{pack.spec.max_horizon} at {spec.fps:g} fps. {run} --horizon {spec.horizon}")
+    if not serves_size(pack, spec.resize):
+        size = pack.spec.resize
+        assert size is not None
+        raise InvalidInput(f"{slice_.id}: pack {pack.key} holds images resized to {size[0]}x{size[1]}; "
+                           f"the dataset asks {'their recorded size' if spec.resize is None else spec.resize} "
+                           f"(a resized pack serves its own size only). Ask resize=({size[0]}, {size[1]}), or "
+                           f"name another pack")
+    return pack
 
 
 def check_streams(slice_: Slice, wanted: Sequence[str]) -> None:

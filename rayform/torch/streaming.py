@@ -120,6 +120,7 @@ class StreamingEpisodeDataset(Normalization, IterableDataset[dict[str, Any]]):
         history: Mapping[str, int | Sequence[float]] | None = None,
         delta_timestamps: Mapping[str, Sequence[float]] | None = None,
         resize: tuple[int, int] | None = None,
+        pack: str | Pack | None = None,
     ):
         if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int)
                                        or batch_size < 1):
@@ -131,7 +132,7 @@ class StreamingEpisodeDataset(Normalization, IterableDataset[dict[str, Any]]):
             raise InvalidInput(f"seed {str(seed)[:40]!r}: a whole number")
         slices, self.weights = mixture_parts(slice_)
         self.builders = open_parts(slices, sample_spec(obs, action, fps, horizon, frame, rotation, history,
-                                                         delta_timestamps, resize))
+                                                         delta_timestamps, resize, pack))
         self._normalize(normalize)
         self.builder = self.builders[0]
         self._batch = BatchLayout(self.builder)
