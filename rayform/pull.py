@@ -60,6 +60,8 @@ def _pull(client: Client, slice_id: str, fps: float | None, progress: bool, key:
     cache.remove_stale_temporaries()
     for seg in slice_.segments:
         store.get_blob(seg.version)  # segment manifests: small, and `slices show` wants them
+    for sid, site in dict.fromkeys((seg.id, seg.site) for seg in slice_.segments):
+        client.segments.versions(sid, site)  # their refs: offline, `segments ls` lists what the cache holds
     blobs = list(dict.fromkeys(d for p in packs for d in p.blobs()))
     sizes = {s.sha256: s.bytes for p in packs for s in p.shards}
     todo = [d for d in blobs if not cache.has(d)]

@@ -114,3 +114,33 @@ def test_a_task_given_at_ingest_is_every_episode_s(real_data, client):
                     options={"mapping": {"observation.images.wrist": None}, "task": "stack the cubes"})
     x = rayform.torch.EpisodeDataset(report.slice, obs=["observation/state"], fps=15)[0]
     assert x["meta"]["task"] == "stack the cubes"
+
+
+def test_an_episode_whose_state_is_all_nan_is_refused_and_the_store_is_left_byte_identical(real_data, tmp_path):
+    """The last of six episodes holds NaN for its whole state: one error naming the stream and
+    the row, nothing of the five converted before it left in the store; allowed, it is ingested."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    copy = tmp_path / V30
+    shutil.copytree(real_data / V30, copy)
+    data = copy / "data/chunk-000/file-000.parquet"
+    table = pq.read_table(data)
+    last = np.asarray(table.column("episode_index").to_numpy()) == 5
+    state = [([float("nan")] * 6 if bad else row) for bad, row in zip(last, table.column("observation.state").to_pylist())]
+    column = table.schema.get_field_index("observation.state")
+    pq.write_table(table.set_column(column, table.schema.field(column), pa.array(state, table.schema.field(column).type)),
+                   data)
+    client = rayform.Client(tmp_path / "store")
+    client.slices.create(ingest(client, "lerobot", [real_data / V21], "g1", options={"allow_missing": True},
+                                progress=False).segments, name="before")
+    before = {str(p.relative_to(tmp_path / "store")): p.read_bytes() for p in (tmp_path / "store").rglob("*") if p.is_file()}
+    with pytest.raises(InvalidInput, match=r"episode_000005.*stream observation/state: row 0 \(t = 0 ns\) is not finite"):
+        ingest(client, "lerobot", [copy], "so101", progress=False)
+    after = {str(p.relative_to(tmp_path / "store")): p.read_bytes() for p in (tmp_path / "store").rglob("*") if p.is_file()}
+    assert after == before
+    report = ingest(client, "lerobot", [copy], "so101", options={"allow_nonfinite": True,
+                                                                 "mapping": {"observation.images.wrist": None}},
+                    slice_name="nan", progress=False)
+    pack = client.pack(report.slice, 15, workers=1, progress=False)
+    assert pack.stats["observation/state"].nonfinite > 0 and np.all(np.isfinite(pack.stats["observation/state"].mean))

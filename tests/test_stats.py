@@ -26,7 +26,8 @@ def _values(client, pack, name: str) -> tuple[np.ndarray, np.ndarray]:
         a = records.loads(raw[LOWDIM])["arrays"][name]
         future, pad = records.unpack_array(a["future"]).astype(np.float64), records.unpack_array(a["pad"])
         now.append(future[0])
-        deltas.append((future[1:] - future[0])[~pad[1:]])
+        with np.errstate(invalid="ignore"):  # inf − inf where a test keeps non-finite values
+            deltas.append((future[1:] - future[0])[~pad[1:]])
     return np.stack(now), np.concatenate(deltas)
 
 
@@ -127,3 +128,28 @@ def test_merge_of_one_part_is_itself_and_hostile_stats_are_malformed():
                 {**doc, "shape": "3"}, {**doc, "percentiles": [[0.0] * 3]}):
         with pytest.raises(Malformed):
             StreamStats.from_manifest(bad, "stats")
+
+
+def test_non_finite_values_are_refused_at_ingest_unless_allowed_then_left_out_of_the_statistics(tmp_path):
+    client = rayform.Client(tmp_path / "store")
+    t = np.arange(40, dtype=np.int64) * 50_000_000
+    values = np.stack([np.linspace(0, 1, 40), np.linspace(5, 3, 40)], axis=1).astype(np.float32)
+    values[7, 1] = np.nan
+    values[20:, 0] = np.inf
+    stream = rayform.ArrayStream("joints/position", t, values)
+    with pytest.raises(InvalidInput, match=r"stream joints/position: row 7 \(t = 350000000 ns\) is not finite .*"
+                                           r"21 of 40 rows are not\. .*--allow-nonfinite"):
+        client.segments.add("lab", "nan", [stream])
+    assert client.segments.list() == []
+    s = client.slices.create([client.segments.add("lab", "nan", [stream], allow_nonfinite=True)], name="nan")
+    pack = client.pack(s, 20, workers=1, progress=False)
+    now, _ = _values(client, pack, "joints/position")
+    got = pack.stats["joints/position"]
+    finite = np.isfinite(now)
+    assert got.nonfinite == int((~finite).sum()) > 0 and got.count == len(now)
+    for e in range(2):
+        kept = now[finite[:, e], e]
+        assert got.mean[e] == pytest.approx(kept.mean(), abs=1e-9) and got.std[e] == pytest.approx(kept.std(), abs=1e-9)
+        assert got.min[e] == kept.min() and got.max[e] == kept.max()
+        assert np.all(np.isfinite(got.percentiles[:, e]))
+    assert pack.manifest["stats"]["joints/position"]["nonfinite"] == got.nonfinite  # and it says so

@@ -65,6 +65,8 @@ def segments_ls(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([{"id": r.id, "version": r.version, "site": r.site, "name": r.name} for r in refs]))
         return 0
+    if client.store.offline:
+        print(f"offline: the segments the cache {client.store.cache_root} holds of {client.store.display}")
     if refs:
         print(f"{'segment':16}  {'version':12}  {'site':12}  name")
     for r in refs:
@@ -88,6 +90,8 @@ def slices_ls(args: argparse.Namespace) -> int:
         print(json.dumps([{"id": s.id, "name": s.name, "segments": len(s.segments), "sites": s.sites,
                            "digest": s.digest} for s in slices]))
         return 0
+    if client.store.offline:
+        print(f"offline: the slices the cache {client.store.cache_root} holds of {client.store.display}")
     if slices:
         print(f"{'slice':14}  {'segments':>8}  {'sites':20}  name")
     for s in slices:

@@ -27,7 +27,7 @@ from rayform.errors import Malformed
 PERCENTILES = np.array([0, 0.5, 1, 1.5, 2, 3, 5, 10, 25, 50, 75, 90, 95, 97, 98, 98.5, 99, 99.5, 100])
 _Q01, _Q99 = int(np.flatnonzero(PERCENTILES == 1)[0]), int(np.flatnonzero(PERCENTILES == 99)[0])
 QUANTILE_SAMPLE = 100_000
-KEYS = ("count", "mean", "std", "min", "max", "q01", "q99")
+KEYS = ("count", "mean", "std", "min", "max", "q01", "q99", "nonfinite")
 
 
 @dataclass(frozen=True)
@@ -41,6 +41,9 @@ class StreamStats:
     min: np.ndarray
     max: np.ndarray
     percentiles: np.ndarray
+    # values left out for not being finite (NaN, ±inf: kept at ingest only when allowed); an
+    # element with no finite value at all gets 0 for every statistic
+    nonfinite: int = 0
 
     @property
     def q01(self) -> np.ndarray:
@@ -53,12 +56,13 @@ class StreamStats:
     def as_dict(self) -> dict[str, Any]:
         """``{"count", "mean", "std", "min", "max", "q01", "q99"}`` as numpy values."""
         return {"count": self.count, "mean": self.mean, "std": self.std, "min": self.min, "max": self.max,
-                "q01": self.q01, "q99": self.q99}
+                "q01": self.q01, "q99": self.q99, "nonfinite": self.nonfinite}
 
     def to_manifest(self) -> dict[str, Any]:
         return {"count": self.count, "shape": list(self.mean.shape), "mean": self.mean.ravel().tolist(),
                 "std": self.std.ravel().tolist(), "min": self.min.ravel().tolist(), "max": self.max.ravel().tolist(),
-                "percentiles": self.percentiles.reshape(len(PERCENTILES), -1).tolist()}
+                "percentiles": self.percentiles.reshape(len(PERCENTILES), -1).tolist(),
+                **({"nonfinite": self.nonfinite} if self.nonfinite else {})}
 
     @classmethod
     def from_manifest(cls, doc: Any, what: str) -> StreamStats:
@@ -85,8 +89,11 @@ class StreamStats:
                 raise Malformed(f"{what}: {key} is {array.shape}, not {want} finite numbers")
             return array.reshape(tuple(shape) if rows is None else (rows, *shape))
 
+        nonfinite = doc.get("nonfinite", 0)
+        if isinstance(nonfinite, bool) or not isinstance(nonfinite, int) or not 0 <= nonfinite < 1 << 62:
+            raise Malformed(f"{what}: nonfinite {str(nonfinite)[:20]} is not a count")
         return cls(count, values("mean"), values("std"), values("min"), values("max"),
-                   values("percentiles", len(PERCENTILES)))
+                   values("percentiles", len(PERCENTILES)), nonfinite)
 
 
 def of_values(values: np.ndarray, sample: np.ndarray | None = None) -> StreamStats:
@@ -120,7 +127,7 @@ def merge(parts: Sequence[StreamStats]) -> StreamStats:
     percentiles[0] = np.min([p.min for p in parts], axis=0)
     percentiles[-1] = np.max([p.max for p in parts], axis=0)
     return StreamStats(int(total), mean, np.sqrt(np.maximum(second, 0)), np.min([p.min for p in parts], axis=0),
-                       np.max([p.max for p in parts], axis=0), percentiles)
+                       np.max([p.max for p in parts], axis=0), percentiles, sum(p.nonfinite for p in parts))
 
 
 def concatenate(parts: Sequence[StreamStats]) -> StreamStats:
@@ -129,7 +136,8 @@ def concatenate(parts: Sequence[StreamStats]) -> StreamStats:
         return np.concatenate([np.asarray(getattr(p, key)).ravel() for p in parts])
 
     grid = np.concatenate([p.percentiles.reshape(len(PERCENTILES), -1) for p in parts], axis=1)
-    return StreamStats(min(p.count for p in parts), cat("mean"), cat("std"), cat("min"), cat("max"), grid)
+    return StreamStats(min(p.count for p in parts), cat("mean"), cat("std"), cat("min"), cat("max"), grid,
+                       sum(p.nonfinite for p in parts))
 
 
 def stats_of(manifest: Mapping[str, Any], what: str) -> dict[str, StreamStats] | None:

@@ -94,7 +94,10 @@ def interpolate(ts: np.ndarray, values: np.ndarray, t: np.ndarray, kind: str = "
         out[:, :3] = values[lo, :3] * (1 - wb) + values[hi, :3] * wb
         out[:, 3:] = slerp(values[lo, 3:], values[hi, 3:], w)
         return out.astype(values.dtype, copy=False)
-    out = values[lo].astype(np.float64) * (1 - wb) + values[hi].astype(np.float64) * wb
+    with np.errstate(invalid="ignore"):  # a non-finite neighbour (kept at ingest where allowed) gives NaN
+        out = values[lo].astype(np.float64) * (1 - wb) + values[hi].astype(np.float64) * wb
+    if not np.isfinite(out).all():  # an instant on a recorded value is that value, whatever its neighbour
+        out = np.where(wb == 0, values[lo], np.where(wb == 1, values[hi], out))
     result: np.ndarray = out.astype(values.dtype, copy=False)
     return result
 

@@ -11,6 +11,7 @@ in float64 (Chan et al.'s pairwise update); the quantile sample is the samples a
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
@@ -24,26 +25,45 @@ DELTA = "_delta"
 
 
 class _Moments:
+    """Per element: how many finite values, their mean, sum of squared deviations, min and max.
+    Values that are not finite (kept at ingest only when allowed) are left out and counted."""
+
     def __init__(self) -> None:
-        self.n = 0
+        self.rows = 0
+        self.n: np.ndarray | None = None
         self.mean: np.ndarray | None = None
         self.m2: np.ndarray | None = None
         self.min: np.ndarray | None = None
         self.max: np.ndarray | None = None
 
     def add(self, rows: np.ndarray) -> None:
-        if len(rows):
+        if not len(rows):
+            return
+        finite = np.isfinite(rows)
+        if finite.all():
             mean = rows.mean(axis=0)
-            self.merge(len(rows), mean, ((rows - mean) ** 2).sum(axis=0), rows.min(axis=0), rows.max(axis=0))
+            n = np.full(mean.shape, len(rows), np.int64)
+            self.merge(len(rows), n, mean, ((rows - mean) ** 2).sum(axis=0), rows.min(axis=0), rows.max(axis=0))
+            return
+        n = finite.sum(axis=0)
+        kept = np.where(finite, rows, 0.0)
+        mean = kept.sum(axis=0) / np.maximum(n, 1)
+        m2 = np.where(finite, (rows - mean) ** 2, 0.0).sum(axis=0)
+        lo = np.where(finite, rows, np.inf).min(axis=0)
+        hi = np.where(finite, rows, -np.inf).max(axis=0)
+        self.merge(len(rows), n, mean, m2, lo, hi)
 
-    def merge(self, nb: int, mean_b: np.ndarray, m2_b: np.ndarray, min_b: np.ndarray, max_b: np.ndarray) -> None:
-        if self.mean is None or self.m2 is None or self.min is None or self.max is None:
+    def merge(self, rows: int, nb: np.ndarray, mean_b: np.ndarray, m2_b: np.ndarray, min_b: np.ndarray,
+              max_b: np.ndarray) -> None:
+        self.rows += rows
+        if self.n is None or self.mean is None or self.m2 is None or self.min is None or self.max is None:
             self.n, self.mean, self.m2, self.min, self.max = nb, mean_b, m2_b, min_b, max_b
             return
         n = self.n + nb
+        whole = np.maximum(n, 1)  # an element with no finite value yet: 0 of 0
         delta = mean_b - self.mean
-        self.mean = self.mean + delta * (nb / n)
-        self.m2 = self.m2 + m2_b + delta**2 * (self.n * nb / n)
+        self.mean = self.mean + delta * (nb / whole)
+        self.m2 = self.m2 + m2_b + delta**2 * (self.n * nb / whole)
         self.min, self.max, self.n = np.minimum(self.min, min_b), np.maximum(self.max, max_b), n
 
 
@@ -52,7 +72,8 @@ class StatsPart:
     """One run's share of the statistics: per key its moments (n, mean, m2, min, max) and
     its rows of the pack's quantile sample."""
 
-    moments: dict[str, tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=dict)
+    moments: dict[str, tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = field(
+        default_factory=dict)
     sample: dict[str, list[np.ndarray]] = field(default_factory=dict)
 
 
@@ -93,8 +114,8 @@ class RunStats:
                                  positions[start:stop] % self.stride == 0)
         out = StatsPart()
         for key, m in self._moments.items():
-            if m.mean is not None and m.m2 is not None and m.min is not None and m.max is not None:
-                out.moments[key] = (m.n, m.mean, m.m2, m.min, m.max)
+            if m.n is not None and m.mean is not None and m.m2 is not None and m.min is not None and m.max is not None:
+                out.moments[key] = (m.rows, m.n, m.mean, m.m2, m.min, m.max)
             out.sample[key] = self._sample[key]
         return out
 
@@ -104,7 +125,8 @@ class RunStats:
         self._take(name, flat[:, 0], flat[sampled, 0])
         if pad is not None:
             keep = ~pad[:, 1:].astype(bool)
-            steps = flat[:, 1:] - flat[:, :1]
+            with np.errstate(invalid="ignore"):  # inf − inf: a NaN, left out as any non-finite value
+                steps = flat[:, 1:] - flat[:, :1]
             self._take(name + DELTA, steps[keep], steps[sampled][keep[sampled]])
 
     def _take(self, key: str, rows: np.ndarray, sample: np.ndarray) -> None:
@@ -120,16 +142,30 @@ def merge(parts: Iterable[StatsPart], shapes: Mapping[str, tuple[int, ...]]) -> 
     moments: dict[str, _Moments] = {}
     samples: dict[str, list[np.ndarray]] = {}
     for part in parts:
-        for key, (n, mean, m2, lo, hi) in part.moments.items():
-            moments.setdefault(key, _Moments()).merge(n, mean, m2, lo, hi)
-        for key, rows in part.sample.items():
-            samples.setdefault(key, []).extend(rows)
+        for key, (rows, n, mean, m2, lo, hi) in part.moments.items():
+            moments.setdefault(key, _Moments()).merge(rows, n, mean, m2, lo, hi)
+        for key, found in part.sample.items():
+            samples.setdefault(key, []).extend(found)
     out = {}
     for key, m in moments.items():
-        if m.mean is None or m.m2 is None or m.min is None or m.max is None or not samples.get(key):
+        if m.n is None or m.mean is None or m.m2 is None or m.min is None or m.max is None or not samples.get(key):
             continue  # a delta with every step padding: nothing to say
         shape = tuple(shapes[key.removesuffix(DELTA) if key.endswith(DELTA) else key])
-        grid = np.percentile(np.concatenate(samples[key]), PERCENTILES, axis=0)
-        out[key] = StreamStats(m.n, m.mean.reshape(shape), np.sqrt(m.m2 / m.n).reshape(shape),
-                               m.min.reshape(shape), m.max.reshape(shape), grid.reshape((len(PERCENTILES), *shape)))
+        some = m.n > 0  # an element with no finite value says 0 for every statistic
+        sample = np.concatenate(samples[key])
+        grid = _percentiles(sample) if some.all() else np.where(some, _percentiles(sample), 0.0)
+        std = np.sqrt(m.m2 / np.maximum(m.n, 1))
+        out[key] = StreamStats(m.rows, np.where(some, m.mean, 0.0).reshape(shape), np.where(some, std, 0.0).reshape(shape),
+                               np.where(some, m.min, 0.0).reshape(shape), np.where(some, m.max, 0.0).reshape(shape),
+                               grid.reshape((len(PERCENTILES), *shape)), int(m.rows * m.n.size - m.n.sum()))
     return out
+
+
+def _percentiles(sample: np.ndarray) -> np.ndarray:
+    if np.isfinite(sample).all():
+        grid: np.ndarray = np.percentile(sample, PERCENTILES, axis=0)
+        return grid
+    with warnings.catch_warnings():  # an element with no finite value: its column is NaN, then 0
+        warnings.simplefilter("ignore", RuntimeWarning)
+        found: np.ndarray = np.nanpercentile(np.where(np.isfinite(sample), sample, np.nan), PERCENTILES, axis=0)
+    return found

@@ -281,7 +281,10 @@ class Segments:
             check_stream_name(stream.name)
             if stream.name in entries:
                 raise InvalidInput(f"segment {site}/{name}: stream {stream.name!r} given twice")
-            entries[stream.name] = self._put_stream(stream, allow_nonfinite).to_manifest()
+            try:
+                entries[stream.name] = self._put_stream(stream, allow_nonfinite).to_manifest()
+            except InvalidInput as e:  # which segment, for a source of many
+                raise type(e)(f"segment {site}/{name}: {e}") from None
         manifest = {
             "format": SEGMENT_FORMAT,
             "id": sid,

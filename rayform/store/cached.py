@@ -103,6 +103,11 @@ class CachedStore:
                         cache.limit if cache else None)
 
     @property
+    def cache_root(self) -> str:
+        """Where the cache is (``-`` for a local store, which needs none)."""
+        return str(self.cache.root) if self.cache is not None else "-"
+
+    @property
     def missing(self) -> bool:
         """True for a local store whose directory does not exist yet (``Store.missing``)."""
         return self.backend.missing

@@ -43,3 +43,24 @@ def test_prune_and_clean_a_cache(s3_demo, tmp_path):
     everything = _run("cache", "clean", "--cache", str(cache))
     assert everything.returncode == 0 and ShardCache(cache).size() == (0, 0)
     assert _run("cache", "prune", "--to", "lots", "--cache", str(cache)).returncode == 2
+
+
+def test_offline_listings_show_what_the_cache_holds_after_a_pull(s3_demo, tmp_path):
+    url, options, slice_id = s3_demo
+    cache = tmp_path / "cache"
+    remote = ["--store", url, "--cache", str(cache), *(f"-o{k}={v}" for k, v in options.items())]
+    online = _run("segments", "ls", *remote)
+    assert _run("pull", slice_id, *remote).returncode == 0
+    offline = dict(os.environ, RAYFORM_OFFLINE="1")
+
+    def listed(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "rayform.cli.main", "-q", *args, *remote], capture_output=True,
+                              text=True, env=offline, timeout=300)
+
+    segments = listed("segments", "ls")
+    assert segments.returncode == 0 and "no segments" not in segments.stdout, segments.stdout + segments.stderr
+    assert segments.stdout.startswith(f"offline: the segments the cache {cache} holds of {url}")
+    assert [line.split()[0] for line in segments.stdout.splitlines()[2:]] == \
+        [line.split()[0] for line in online.stdout.splitlines()[1:]]  # the slice's segments: all of them here
+    slices = listed("slices", "ls")
+    assert slices.returncode == 0 and slices.stdout.startswith("offline: the slices the cache") and slice_id in slices.stdout
