@@ -227,8 +227,8 @@ def test_a_read_that_keeps_failing_resumes_at_its_byte_then_names_the_shard(s3_d
         def close(self):
             pass
 
-    monkeypatch.setattr(Store, "read_from", lambda self, *args: Dead())
     cold = _stream(_slice(s3_demo, tmp_path / "cold"), retry=rayform.torch.Retry(budget_s=0.3, backoff_s=0.01))
+    monkeypatch.setattr(Store, "read_from", lambda self, *args: Dead())  # its shards only: the rest came
     with pytest.raises(StoreError, match=r"shard \d+ \([0-9a-f]{16}\) at 15 fps from s3://.*after \d+ tries "
                                          r"over [\d.]+ s with no byte arriving"):
         list(cold)
