@@ -2,7 +2,7 @@
 
 Makes the demo slice (40 episodes × 20 s by default, as `rayform demo --episodes 40
 --seconds 20`), packs it in time order and interleaved at 15 fps, and prints the mixing
-(``rayform.read.mixing``) of batches of 64 streamed by ``StreamingEpisodeDataset`` from each
+(``rayform.diagnostics.batch_mixing``) of batches of 64 streamed by ``StreamingEpisodeDataset`` from each
 pack and of ``EpisodeDataset`` with ``shuffle=True``, through DataLoader(num_workers=2).
 
     python benchmarks/mixing.py [--episodes 40] [--seconds 20] [--workers 2]
@@ -17,7 +17,7 @@ from torch.utils.data import DataLoader
 
 import rayform
 from rayform.converters.demo import DemoConfig, ingest_demo
-from rayform.read.mixing import mixing
+from rayform.diagnostics.batch_mixing import mixing
 
 
 def main() -> None:

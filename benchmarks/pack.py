@@ -30,7 +30,7 @@ import loader as bench
 
 import rayform
 from rayform.codec import imagecodec
-from rayform.packer.shards import ShardWriter
+from rayform.packer.tar_writer import ShardWriter
 
 
 def pack_members(client: rayform.Client, pack: rayform.Pack) -> list[tuple[str, dict[str, bytes]]]:

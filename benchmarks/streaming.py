@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import loader as bench
 
 import rayform
-from rayform.read.mixing import mixing
+from rayform.diagnostics.batch_mixing import mixing
 
 
 def start_moto() -> tuple[subprocess.Popen, str]:

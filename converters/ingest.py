@@ -15,13 +15,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rayform.cache.store_view import StoreRef
 from rayform.client import Client
 from rayform.errors import InvalidInput, RayformError
 from rayform.jobs import JobRunner, finishing
 from rayform.recordings.segments import SegmentRef
 from rayform.recordings.slices import Slice
 from rayform.recordings.streams import Stream
-from rayform.store.cached import StoreRef
 
 Episodes = Iterator[tuple[str, list[Stream], dict[str, Any]]]
 

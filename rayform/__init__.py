@@ -25,7 +25,7 @@ _PUBLIC = {
     "Slice": "rayform.recordings.slices",
     "ArrayStream": "rayform.recordings.streams", "ImageStream": "rayform.recordings.streams",
     "PoseStream": "rayform.recordings.streams",
-    "ShardCache": "rayform.store.cache", "CachedStore": "rayform.store.cached", "Store": "rayform.store.store",
+    "ShardCache": "rayform.cache.directory", "CachedStore": "rayform.cache.store_view", "Store": "rayform.store.store",
 }
 
 __all__ = [
@@ -35,6 +35,8 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
+    from rayform.cache.directory import ShardCache
+    from rayform.cache.store_view import CachedStore
     from rayform.client import Client
     from rayform.errors import (
         IntegrityError,
@@ -53,8 +55,6 @@ if TYPE_CHECKING:
     from rayform.recordings.segments import Segment, SegmentRef
     from rayform.recordings.slices import Slice
     from rayform.recordings.streams import ArrayStream, ImageStream, PoseStream
-    from rayform.store.cache import ShardCache
-    from rayform.store.cached import CachedStore
     from rayform.store.store import Store
 
 

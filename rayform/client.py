@@ -6,12 +6,12 @@ import os
 from concurrent.futures import Executor
 from typing import Any
 
+from rayform.cache.directory import ShardCache
+from rayform.cache.store_view import CachedStore
 from rayform.errors import InvalidInput, raised_here
 from rayform.pack import Pack, Packs, PackSpec
 from rayform.recordings.segments import Segments
 from rayform.recordings.slices import Slice, Slices
-from rayform.store.cache import ShardCache
-from rayform.store.cached import CachedStore
 from rayform.store.store import Store
 
 
@@ -57,7 +57,7 @@ class Client:
         """Pack a slice at ``fps`` (other :class:`PackSpec` fields as keywords)."""
         if isinstance(slice_, str):
             slice_ = self.slices.get(slice_)
-        from rayform.packer.packing import (
+        from rayform.packer.driver import (
             pack_slice,  # the packer (and tqdm) only when packing
         )
 

@@ -198,7 +198,7 @@ def s3_demo(s3_endpoint, tmp_path_factory) -> tuple[str, dict, str]:
     s = client.slices.create(ingest_demo(client, "lab", SMALL_DEMO), name="small")
     # 16 KiB chunks: each small shard is verified in ten or so chunks as it streams
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("rayform.packer.shards.CHUNK_BYTES", 16 << 10)
+        patch.setattr("rayform.packer.tar_writer.CHUNK_BYTES", 16 << 10)
         client.pack(s, 15, workers=1, progress=False, shard_bytes=150_000)
     return url, options, s.id
 

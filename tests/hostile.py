@@ -14,8 +14,8 @@ import numpy as np
 
 import rayform
 from rayform.cli.main import main as cli
-from rayform.packer.packing import shard_fields
-from rayform.packer.shards import ShardWriter
+from rayform.packer.driver import shard_fields
+from rayform.packer.tar_writer import ShardWriter
 from rayform.read.reader import PackReader
 
 

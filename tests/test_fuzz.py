@@ -16,7 +16,7 @@ from rayform.converters.demo import DemoConfig, ingest_demo
 from rayform.errors import RayformError
 from rayform.pack.manifest import Pack
 from rayform.read.reader import PackReader, _check_rows, _map_index
-from rayform.read.sample import SampleBuilder, SampleSpec
+from rayform.sample.builder import SampleBuilder, SampleSpec
 
 SEED = 20261203
 HOSTILE_VALUES = [None, True, -1, 0, 2**63, 1e308, float("nan"), "", "../../x", "/etc/passwd", "A" * 64,

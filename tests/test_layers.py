@@ -11,19 +11,21 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 # Lowest first. A module may import from its own layer's package and from lower layers only;
-# modules of one layer that are not one package (packer and read; torch, client and verify)
-# do not import each other: reading never imports writing.
+# modules of one layer that are not one package (order and sample; packer and read; torch,
+# client and diagnostics) do not import each other: reading never imports writing.
 LAYERS: list[list[str]] = [
     ["rayform.errors"],
     ["rayform.config", "rayform.names", "rayform.untrusted", "rayform.frames", "rayform.permutation",
      "rayform.sizes", "rayform.jobs"],
     ["rayform.codec"],
     ["rayform.store"],
+    ["rayform.cache"],
     ["rayform.recordings"],
     ["rayform.pack"],
+    ["rayform.order", "rayform.sample"],
     ["rayform.packer", "rayform.read"],
-    ["rayform.client", "rayform.verify", "rayform.torch"],
-    ["rayform.pull", "rayform.push", "rayform.gc", "rayform.preview", "rayform.converters"],
+    ["rayform.client", "rayform.torch", "rayform.diagnostics"],
+    ["rayform.ops", "rayform.preview", "rayform.converters"],
     ["rayform.cli", "rayform"],  # `rayform` itself: the package's face, rayform/__init__.py
 ]
 # Allowed upward on purpose: packing on demand (the datasets pack a missing pack; the client

@@ -12,11 +12,11 @@ from rayform.cli.show import stream_kind
 from rayform.cli.words import dtype_in_words, plural
 from rayform.client import Client
 from rayform.errors import InvalidInput, NotFound, PackNotFound, StoreError
+from rayform.ops.verify import pack_blobs, slice_blobs
+from rayform.ops.verify import verify as verify_blobs
 from rayform.pack import Pack, PackSpec
 from rayform.recordings.slices import Slice
 from rayform.sizes import format_size, parse_size
-from rayform.verify import pack_blobs, slice_blobs
-from rayform.verify import verify as verify_blobs
 
 
 def _client(args: argparse.Namespace, writes: bool = False) -> Client:
@@ -155,7 +155,7 @@ def _parse_resize(text: str | None) -> tuple[int, int] | None:
 
 
 def pack(args: argparse.Namespace) -> int:
-    from rayform.packer.packing import pack_slice
+    from rayform.packer.driver import pack_slice
 
     client = _client(args, writes=True)
     s = client.slices.get(args.slice)
@@ -242,7 +242,7 @@ def chosen_packs(client: Client, s: Slice, fps: float | None, key: str | None, d
 
 
 def pull(args: argparse.Namespace) -> int:
-    from rayform.pull import pull as pull_slice
+    from rayform.ops.pull import pull as pull_slice
 
     client = _client(args)
     report = pull_slice(client, args.slice, args.fps, progress=not args.quiet, pack=args.pack)
@@ -267,7 +267,7 @@ def preview(args: argparse.Namespace) -> int:
 
 
 def push(args: argparse.Namespace) -> int:
-    from rayform.push import push as push_slice
+    from rayform.ops.push import push as push_slice
 
     source = _client(args)
     dest = Client(args.dest, storage_options=storage_options(args.dest_option), cache=args.cache)
@@ -298,7 +298,7 @@ def parse_duration(text: str) -> float:
 
 
 def gc(args: argparse.Namespace) -> int:
-    from rayform.gc import collect
+    from rayform.ops.gc import collect
 
     client = _client(args)
     grace = parse_duration(args.grace)
@@ -313,8 +313,8 @@ def gc(args: argparse.Namespace) -> int:
 
 
 def cache(args: argparse.Namespace) -> int:
-    from rayform.pull import cache_summary
-    from rayform.store.cache import ShardCache
+    from rayform.cache.directory import ShardCache
+    from rayform.ops.pull import cache_summary
 
     c = ShardCache(args.cache)
     size, files = c.size()
@@ -338,7 +338,7 @@ def _evicted(what: str, found: Any, cache: Any) -> None:
 
 
 def cache_prune(args: argparse.Namespace) -> int:
-    from rayform.store.cache import ShardCache
+    from rayform.cache.directory import ShardCache
 
     c = ShardCache(args.cache)
     _evicted(f"prune {c.root} to {args.to}", c.prune(args.to), c)
@@ -346,8 +346,8 @@ def cache_prune(args: argparse.Namespace) -> int:
 
 
 def cache_clean(args: argparse.Namespace) -> int:
-    from rayform.pull import cached_blobs_of
-    from rayform.store.cache import ShardCache
+    from rayform.cache.directory import ShardCache
+    from rayform.ops.pull import cached_blobs_of
 
     c = ShardCache(args.cache)
     if args.slice is None:

@@ -11,12 +11,12 @@ import shutil
 from dataclasses import dataclass
 from typing import Any
 
+from rayform.cache.store_view import StoreRef
 from rayform.errors import Malformed
 from rayform.packer.runs import read_section
 from rayform.packer.scratch import SCRATCH, Scratch, Section, writing
-from rayform.packer.shards import ShardFile, ShardWriter
-from rayform.store.cached import StoreRef
-from rayform.store.files import scratch_dir
+from rayform.packer.tar_writer import ShardFile, ShardWriter
+from rayform.store.atomic import scratch_dir
 
 NEVER = 1 << 62  # a shard writer given this target never rolls to a second shard
 

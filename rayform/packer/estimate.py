@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from rayform.cache.store_view import StoreRef
 from rayform.pack.layout import StreamSchema
 from rayform.pack.spec import PackSpec
 from rayform.packer.plan import SegmentPlan, Task
 from rayform.packer.render import as_recorded, open_segment, render_task
-from rayform.packer.shards import BLOCK, padded
-from rayform.store.cached import StoreRef
+from rayform.packer.tar_writer import BLOCK, padded
 
 SEGMENTS = 8
 PER_SEGMENT = 4

@@ -21,14 +21,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from rayform.cache.store_view import StoreRef
 from rayform.codec import imagecodec, records
 from rayform.pack.layout import LOWDIM, StreamSchema, history_member
 from rayform.pack.spec import PackSpec
 from rayform.packer import align
 from rayform.packer.plan import Task
-from rayform.packer.shards import Buffer
+from rayform.packer.tar_writer import Buffer
 from rayform.recordings.segments import Segment, Segments
-from rayform.store.cached import StoreRef
 
 
 def member_format(source_encoding: str, dtype: str, spec: PackSpec) -> str:

@@ -21,17 +21,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from rayform.cache.store_view import StoreRef
 from rayform.codec import records
 from rayform.errors import Malformed
 from rayform.pack.layout import StreamSchema
 from rayform.pack.spec import PackSpec
 from rayform.packer.measure import RunStats, StatsPart
+from rayform.packer.placement import ShardLayout
 from rayform.packer.plan import Task
 from rayform.packer.render import render_task
 from rayform.packer.scratch import Scratch, Section
-from rayform.packer.sharding import ShardLayout
-from rayform.packer.shards import Buffer
-from rayform.store.cached import StoreRef
+from rayform.packer.tar_writer import Buffer
 
 
 @dataclass(frozen=True)

@@ -24,10 +24,10 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from rayform import names
+from rayform.cache.store_view import StoreRef
 from rayform.errors import IntegrityError, Malformed, RayformError, ScratchError
-from rayform.packer.shards import Buffer
-from rayform.store.cached import StoreRef
-from rayform.store.files import scratch_dir
+from rayform.packer.tar_writer import Buffer
+from rayform.store.atomic import scratch_dir
 
 SCRATCH = os.path.join(tempfile.gettempdir(), "rayform-pack")  # local work files of packing
 

@@ -9,11 +9,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from rayform.cache.store_view import CachedStore
 from rayform.pack import Pack
 from rayform.pack.layout import LOWDIM
 from rayform.read.reader import PackReader
-from rayform.read.sample import SampleBuilder, SampleSpec
-from rayform.store.cached import CachedStore
+from rayform.sample.builder import SampleBuilder, SampleSpec
 
 BATCH = 512  # index rows read at a time
 

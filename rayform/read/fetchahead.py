@@ -15,10 +15,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 
+from rayform.cache.arrival import Arrival
+from rayform.cache.directory import ShardCache
+from rayform.cache.eviction import Pin
 from rayform.read.reader import PackReader
-from rayform.store.arrival import Arrival
-from rayform.store.cache import ShardCache
-from rayform.store.eviction import Pin
 from rayform.store.retry import Retry
 
 THREADS = 4  # shards fetched at once per reader: enough to keep a loopback or LAN link busy

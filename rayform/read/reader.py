@@ -44,14 +44,14 @@ from typing import Any
 
 import numpy as np
 
+from rayform.cache.arrival import Arrival
+from rayform.cache.eviction import Pin
+from rayform.cache.store_view import CachedStore, StoreRef
 from rayform.codec import records
 from rayform.errors import BlobNotFound, IntegrityError, Malformed, StoreError
 from rayform.pack.manifest import Pack
 from rayform.read.resident import resident_file_bytes
-from rayform.store import files
-from rayform.store.arrival import Arrival
-from rayform.store.cached import CachedStore, StoreRef
-from rayform.store.eviction import Pin
+from rayform.store import atomic as files
 from rayform.store.retry import Retry
 
 MAX_MAPS = 256  # shards kept mapped (and pinned) per reader; each costs a file descriptor

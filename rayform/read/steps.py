@@ -19,9 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from rayform.read.epoch import EpochOrder
+from rayform.order.epoch import EpochOrder
+from rayform.order.partition import EpochPlan
 from rayform.read.fetchahead import FetchAhead
-from rayform.read.partition import EpochPlan
 from rayform.read.reader import PackReader
 from rayform.store.retry import Retry
 

@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from rayform import names
+from rayform.cache.store_view import CachedStore
 from rayform.codec import imagecodec, records
 from rayform.errors import (
     InvalidInput,
@@ -38,7 +39,6 @@ from rayform.recordings.streams import (
     check_stream_name,
     check_timestamps,
 )
-from rayform.store.cached import CachedStore
 from rayform.untrusted import array_list, mapping, string
 
 log = logging.getLogger("rayform")

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rayform import names
+from rayform.cache.store_view import CachedStore, StoreRef
 from rayform.errors import (
     InvalidInput,
     Malformed,
@@ -21,7 +22,6 @@ from rayform.errors import (
 )
 from rayform.recordings.segments import Segment, SegmentRef, Segments, check_site
 from rayform.recordings.splits import check_fractions, split_of
-from rayform.store.cached import CachedStore, StoreRef
 from rayform.untrusted import array_list, integer, mapping, string
 
 SLICE_FORMAT = "rayform.slice/1"

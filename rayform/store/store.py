@@ -10,7 +10,7 @@ Layout under the store's root::
 A blob is written once and never changed: putting one that exists is a no-op. Every
 write is atomic (a reader never sees a partial blob or ref) and every blob read whole is
 verified against its name. Backends are fsspec's; this module only adds the rules. It knows
-nothing of caches or offline use: that is the cached view's (``rayform.store.cached``).
+nothing of caches or offline use: that is the cached view's (``rayform.cache.store_view``).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ from rayform.errors import (
     StoreError,
 )
 from rayform.store import objectread
-from rayform.store.files import (
+from rayform.store.atomic import (
     canonical_json,
     copy_atomic,
     hash_file,

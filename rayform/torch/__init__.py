@@ -6,7 +6,7 @@
   from object storage, split by rank and worker, with an epoch-seeded shuffle buffer.
 """
 
-from rayform.read.sample import SampleSpec
+from rayform.sample.builder import SampleSpec
 from rayform.store.retry import Retry
 from rayform.torch.episode import EpisodeDataset
 from rayform.torch.streaming import ShuffleConfig, StreamingEpisodeDataset

@@ -31,7 +31,7 @@ import torch
 from torch.utils.data import get_worker_info
 from torch.utils.data._utils.collate import collate, default_collate_fn_map
 
-from rayform.read.sample import SampleBuilder
+from rayform.sample.builder import SampleBuilder
 from rayform.torch.arena import lease, worker_arena
 from rayform.torch.tensors import to_torch
 

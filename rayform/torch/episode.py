@@ -10,15 +10,15 @@ import torch
 from torch.utils.data import Dataset
 
 from rayform.errors import raised_here
+from rayform.order.mixture import MixtureOrder, epoch_size
 from rayform.pack import Pack
 from rayform.permutation import Permutation
-from rayform.read.mixture import MixtureOrder, epoch_size
 from rayform.read.reader import PackReader
-from rayform.read.sample import SampleSpec
 from rayform.recordings.slices import Slice
+from rayform.sample.builder import SampleSpec
 from rayform.torch.batch import BatchLayout
-from rayform.torch.normalization import Normalization
-from rayform.torch.packsource import mixture_parts, open_parts, sample_spec
+from rayform.torch.sources import mixture_parts, open_parts, sample_spec
+from rayform.torch.statistics import Normalization
 
 
 class EpisodeDataset(Normalization, Dataset[dict[str, Any]]):
@@ -29,7 +29,7 @@ class EpisodeDataset(Normalization, Dataset[dict[str, Any]]):
     (future minus current), ``horizon`` steps long, or a pose stream (``rotation``: ``"quat"``,
     ``"rot6d"``, ``"axis_angle"``) or ``<pose>_delta`` (the relative transform), or a list of
     these concatenated on the last axis (``dataset.action_names`` names every element; see
-    ``rayform.read.action``); ``frame`` re-expresses pose streams in ``"ros"``, ``"optical"``
+    ``rayform.sample.action``); ``frame`` re-expresses pose streams in ``"ros"``, ``"optical"``
     or ``"opengl"`` axes (None: as recorded).
 
     Order: index ``i`` of epoch ``e`` is sample ``P(seed, e)[i]`` of the pack, where ``P`` is
@@ -51,7 +51,7 @@ class EpisodeDataset(Normalization, Dataset[dict[str, Any]]):
 
     ``dataset.stats`` holds the pack's statistics per array stream; ``normalize={"action":
     "min_max", "joints/position": "mean_std"}`` normalizes those keys of every sample
-    (``"mean_std"``, ``"min_max"`` or ``"quantile"``: see ``rayform.read.normalize``), and
+    (``"mean_std"``, ``"min_max"`` or ``"quantile"``: see ``rayform.sample.normalize``), and
     ``dataset.unnormalize(action)`` inverts it.
 
     ``resize=(H, W)`` gives every image at that size, decoded there: a JPEG through
@@ -98,7 +98,7 @@ class EpisodeDataset(Normalization, Dataset[dict[str, Any]]):
 
     @property
     def action_names(self) -> list[str]:
-        """The action's elements, one per value of its last axis (``rayform.read.action``)."""
+        """The action's elements, one per value of its last axis (``rayform.sample.action``)."""
         return self.builder.action_names
 
     def __repr__(self) -> str:

@@ -11,22 +11,22 @@ from typing import Any
 import torch
 from torch.utils.data import IterableDataset
 
+from rayform.cache.store_view import CachedStore
 from rayform.errors import IntegrityError, InvalidInput, raised_here
+from rayform.order import partition
+from rayform.order.epoch import EpochOrder
+from rayform.order.mixture import epoch_size
+from rayform.order.partition import EpochPlan
 from rayform.pack import Pack
-from rayform.read import partition
-from rayform.read.epoch import EpochOrder
-from rayform.read.mixture import epoch_size
-from rayform.read.partition import EpochPlan
 from rayform.read.reader import PackReader
-from rayform.read.sample import SampleSpec
 from rayform.read.steps import read_steps
 from rayform.recordings.slices import Slice
+from rayform.sample.builder import SampleSpec
 from rayform.sizes import format_size
-from rayform.store.cached import CachedStore
 from rayform.store.retry import Retry
 from rayform.torch.batch import BatchLayout, collate_samples, default_collate_fn_map
-from rayform.torch.normalization import Normalization
-from rayform.torch.packsource import mixture_parts, open_parts, sample_spec
+from rayform.torch.sources import mixture_parts, open_parts, sample_spec
+from rayform.torch.statistics import Normalization
 from rayform.torch.tensors import to_torch
 from rayform.torch.world import Split, World, nodes
 
@@ -39,7 +39,7 @@ class ShuffleConfig:
     """Within each partition of an epoch, consecutive windows of ``window`` samples are
     permuted (0 or 1: read in the epoch's order), after a ramp of windows of one, two, four …
     global batches' share of the partition (so a stream starts on its first shards' first
-    samples: ``rayform.read.partition``). Seeded by the dataset's ``seed``."""
+    samples: ``rayform.order.partition``). Seeded by the dataset's ``seed``."""
 
     window: int = 1000
 
@@ -73,7 +73,7 @@ class StreamingEpisodeDataset(Normalization, IterableDataset[dict[str, Any]]):
     weights, ``seed``, epoch and ``Split(partitions=P)`` (by default the nodes): the epoch's order lays each pack's
     shards out in an order seeded by (seed, epoch) and is cut into ``P`` canonical partitions,
     each a stretch of a few shards permuted in windows (``ShuffleConfig``); every global batch
-    takes its share of each partition (``rayform.read.partition``). A rank (``torch.distributed``
+    takes its share of each partition (``rayform.order.partition``). A rank (``torch.distributed``
     when initialised, or ``Split(rank, world_size)``) takes its consecutive slots of every
     global batch, reading only the partitions they fall in; DataLoader worker ``w`` of ``n``
     makes the rank's batches ``w, w+n, …``. So with ``batch_size``, the global batches (over
@@ -175,7 +175,7 @@ class StreamingEpisodeDataset(Normalization, IterableDataset[dict[str, Any]]):
 
     @property
     def action_names(self) -> list[str]:
-        """The action's elements, one per value of its last axis (``rayform.read.action``)."""
+        """The action's elements, one per value of its last axis (``rayform.sample.action``)."""
         return self.builder.action_names
 
     def __repr__(self) -> str:

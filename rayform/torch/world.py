@@ -14,7 +14,7 @@ import torch.distributed as dist
 from torch.utils.data import get_worker_info
 
 from rayform.errors import InvalidInput
-from rayform.read.partition import EQUALIZE
+from rayform.order.partition import EQUALIZE
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from rayform.pull import cached_blobs_of
-from rayform.store.cache import ShardCache
+from rayform.cache.directory import ShardCache
+from rayform.ops.pull import cached_blobs_of
 
 pytestmark = [pytest.mark.s3]
 

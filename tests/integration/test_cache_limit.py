@@ -15,10 +15,10 @@ import pytest
 import torch.multiprocessing as tmp
 
 import rayform
+from rayform.cache import eviction
 from rayform.converters.demo import DemoConfig, ingest_demo
 from rayform.errors import InvalidInput
 from rayform.read.fetchahead import AHEAD_LIMITED
-from rayform.store import eviction
 from tests.conftest import SMALL_DEMO
 
 pytestmark = [pytest.mark.s3, pytest.mark.slow, pytest.mark.timeout(300)]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 import rayform
-from rayform.store.cache import ShardCache
-from rayform.store.files import hash_file
+from rayform.cache.directory import ShardCache
+from rayform.store.atomic import hash_file
 
 
 def _stream(url: str, slice_id: str, cache_dir, **kw) -> rayform.torch.StreamingEpisodeDataset:

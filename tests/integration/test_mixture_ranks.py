@@ -14,7 +14,7 @@ import torch.multiprocessing as tmp
 
 import rayform
 from rayform.converters.demo import DemoConfig, ingest_demo
-from rayform.read.mixture import MixtureOrder
+from rayform.order.mixture import MixtureOrder
 
 pytestmark = [pytest.mark.dist, pytest.mark.timeout(300)]
 

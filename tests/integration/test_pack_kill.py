@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from rayform.store.files import temp_prefix
+from rayform.store.atomic import temp_prefix
 
 pytestmark = pytest.mark.slow
 

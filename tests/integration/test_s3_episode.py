@@ -12,9 +12,9 @@ import torch
 from torch.utils.data import DataLoader
 
 import rayform
+from rayform.cache.directory import ShardCache
 from rayform.errors import OfflineError
-from rayform.store.cache import ShardCache
-from rayform.store.files import hash_file
+from rayform.store.atomic import hash_file
 
 pytestmark = pytest.mark.s3
 
@@ -97,7 +97,7 @@ def test_a_corrupted_cache_file_is_detected_and_replaced(s3_demo, tmp_path):
 
     code = f'''
 import rayform, torch
-from rayform.store.cache import ShardCache
+from rayform.cache.directory import ShardCache
 c = rayform.Client("{s3_demo[0]}", storage_options={s3_demo[1]!r}, cache="{cache_dir}")
 ds = rayform.torch.EpisodeDataset(c.slices.get("{s3_demo[2]}"), obs=["cam0/rgb", "joints/position"],
                                   action="joints/position_delta", fps=15)

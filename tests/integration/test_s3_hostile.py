@@ -10,8 +10,8 @@ import pytest
 
 import rayform
 from hostile import run_cli, unchanged
+from rayform.cache.directory import ShardCache
 from rayform.errors import IntegrityError
-from rayform.store.cache import ShardCache
 
 pytestmark = pytest.mark.s3
 

@@ -8,9 +8,9 @@ import pytest
 
 import rayform
 from rayform.errors import SliceNotFound, StoreError
-from rayform.gc import collect
-from rayform.push import push
-from rayform.verify import pack_blobs, slice_blobs, verify
+from rayform.ops.gc import collect
+from rayform.ops.push import push
+from rayform.ops.verify import pack_blobs, slice_blobs, verify
 
 pytestmark = pytest.mark.s3
 

@@ -6,7 +6,7 @@ import pytest
 
 import rayform
 from rayform.converters.demo import DemoConfig, ingest_demo
-from rayform.verify import pack_blobs, slice_blobs, verify
+from rayform.ops.verify import pack_blobs, slice_blobs, verify
 
 pytestmark = pytest.mark.s3
 

@@ -14,9 +14,9 @@ import torch.multiprocessing as tmp
 from torch.utils.data import DataLoader
 
 import rayform
+from rayform.cache.directory import ShardCache
 from rayform.errors import IntegrityError, OfflineError, StoreError
-from rayform.store.cache import ShardCache
-from rayform.store.files import hash_file
+from rayform.store.atomic import hash_file
 from rayform.torch.tensors import to_torch
 
 pytestmark = [pytest.mark.s3, pytest.mark.timeout(300)]
@@ -85,7 +85,7 @@ def test_two_ranks_two_workers_disjoint_cover_equal_counts(s3_demo, tmp_path):
 
 ORDER = '''
 import json, sys, rayform
-from rayform.store.cache import ShardCache
+from rayform.cache.directory import ShardCache
 from torch.utils.data import DataLoader
 url, options, sid, cache, epoch = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3], sys.argv[4], int(sys.argv[5])
 c = rayform.Client(url, storage_options=options, cache=cache)
@@ -187,7 +187,7 @@ def test_a_5xx_mid_shard_is_retried_and_the_read_resumes_at_its_byte(s3_demo, s3
 
 
 def test_a_read_that_keeps_failing_resumes_at_its_byte_then_names_the_shard(s3_demo, tmp_path, monkeypatch):
-    import rayform.store.fetch as shardstream
+    import rayform.cache.transfer as shardstream
 
     monkeypatch.setattr(shardstream, "STREAM_CHUNK", 16384)  # many reads a shard, so one fails mid-shard
     s = _slice(s3_demo, tmp_path / "cache")

@@ -1,0 +1,349 @@
+"""A store seen through the shard cache: the one way rayform reads and writes a store.
+
+As fsspec layers ``filecache::`` over a filesystem, :class:`CachedStore` layers a
+:class:`ShardCache` over a :class:`Store`. It alone owns:
+
+- **a verified local copy of blob D**: a local store's own file, checked once per process;
+  a remote store's copy in the cache, fetched whole (``local_blob``, ``fetch``: one fetcher
+  per blob on the machine, the others wait for its copy) or streamed while it is written
+  there (``stream``). A bad copy is never used;
+- **refs for offline use**: a remote store's refs are copied into the cache as they are
+  read (only once they parse), and read from there when offline;
+- **the offline rule**: with ``RAYFORM_OFFLINE=1`` a non-local store is never reached. What
+  the cache holds is read; anything else is one :class:`OfflineError`, said in one way.
+
+Everything above (segments, slices, packs, readers, datasets, ``pull``) takes a
+``CachedStore``; ``rayform.Client(store, cache=...)`` builds it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any, TypeVar
+
+from rayform import config
+from rayform.cache.arrival import Arrival
+from rayform.cache.directory import ShardCache
+from rayform.cache.transfer import ShardStream, Transfer
+from rayform.errors import BlobNotFound, IntegrityError, OfflineError, StoreError
+from rayform.store.atomic import canonical_json, read_known_good, verify_once
+from rayform.store.objectread import SequentialRead
+from rayform.store.retry import Retry
+from rayform.store.store import Store
+from rayform.untrusted import json_document
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class StoreRef:
+    """What it takes to open a cached store again in another process: picklable, no open handles."""
+
+    url: str
+    storage_options: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    cache_dir: str | None = None
+    cache_limit: int | None = None
+
+    def open(self) -> CachedStore:
+        return CachedStore(Store(self.url, self.storage_options),
+                           ShardCache(self.cache_dir, self.cache_limit) if self.cache_dir else None)
+
+
+class CachedStore:
+    """``store`` read through ``cache`` (the default cache where none is given; none at all
+    for a local store, which is its own local copy)."""
+
+    def __init__(self, store: Store, cache: ShardCache | None = None, retry: Retry = Retry()):
+        self.backend = store
+        self.cache = None if store.is_local else (cache or ShardCache())
+        self.retry = retry  # how a read that meets a busy or flaky store is tried again
+
+    @classmethod
+    def open(cls, store: str | os.PathLike[str] | Store | CachedStore | None = None,
+             storage_options: dict[str, Any] | None = None,
+             cache: ShardCache | str | os.PathLike[str] | None = None) -> CachedStore:
+        """A cached view of ``store`` (a URL, a Store, or a view whose cache is replaced)."""
+        if isinstance(store, CachedStore):
+            store = store.backend
+        backend = store if isinstance(store, Store) else Store(store, storage_options)
+        return cls(backend, cache if isinstance(cache, ShardCache) or cache is None else ShardCache(cache))
+
+    def __repr__(self) -> str:
+        return f"CachedStore({self.display!r}, cache={str(self.cache.root) if self.cache else None!r})"
+
+    # -- what it is --------------------------------------------------------------------
+    @property
+    def url(self) -> str:
+        return self.backend.url
+
+    @property
+    def display(self) -> str:
+        return self.backend.display
+
+    @property
+    def id(self) -> str:
+        return self.backend.id
+
+    @property
+    def is_local(self) -> bool:
+        return self.backend.is_local
+
+    @property
+    def root(self) -> str:
+        return self.backend.root
+
+    @property
+    def ref(self) -> StoreRef:
+        cache = self.cache
+        return StoreRef(self.backend.url, self.backend.storage_options, str(cache.root) if cache else None,
+                        cache.limit if cache else None)
+
+    @property
+    def cache_root(self) -> str:
+        """Where the cache is (``-`` for a local store, which needs none)."""
+        return str(self.cache.root) if self.cache is not None else "-"
+
+    @property
+    def missing(self) -> bool:
+        """True for a local store whose directory does not exist yet (``Store.missing``)."""
+        return self.backend.missing
+
+    @property
+    def offline(self) -> bool:
+        """True when RAYFORM_OFFLINE=1 keeps rayform off this (non-local) store."""
+        return self.cache is not None and config.offline()
+
+    def offline_error(self, what: str, missing: str = "", pull: str = "<slice>") -> OfflineError:
+        """The one offline message: ``what`` needs the store; ``missing`` says what the cache lacks."""
+        fix = (f"Run: rayform pull {pull}" if missing else
+               "Unset RAYFORM_OFFLINE to write to it, or use a local store (--store DIR)")
+        return OfflineError(f"{what}: {missing + ', and ' if missing else ''}RAYFORM_OFFLINE=1 forbids "
+                            f"reaching {self.display}. {fix}")
+
+    def _reach(self, what: str, pull: str = "<slice>") -> None:
+        if self.offline:
+            raise self._uncached(what, pull)
+
+    def _uncached(self, what: str, pull: str) -> OfflineError:
+        return self.offline_error(what, f"not in the cache {self.cache.root if self.cache else '-'}", pull)
+
+    def _reach_to_write(self, what: str) -> None:
+        if self.offline:
+            raise self.offline_error(f"writing {what}")
+
+    # -- writes ------------------------------------------------------------------------
+    def put_blob(self, data: bytes | memoryview) -> str:
+        self._reach_to_write("a blob")
+        return self.backend.put_blob(data)
+
+    def put_blob_file(self, local_path: str | os.PathLike[str], digest: str | None = None, *,
+                      move: bool = False) -> str:
+        self._reach_to_write("a blob")
+        return self.backend.put_blob_file(local_path, digest, move=move)
+
+    def put_json_blob(self, obj: Any) -> str:
+        return self.put_blob(canonical_json(obj))
+
+    def put_ref(self, key: str, obj: Any) -> None:
+        self._reach_to_write(f"ref {key}")
+        self.backend.put_ref(key, obj)
+
+    def recording_new_blobs(self) -> contextlib.AbstractContextManager[list[str]]:
+        """While held, the digests of the blobs written through this view that were not in the
+        store before (``Store.recording_new_blobs``)."""
+        return self.backend.recording_new_blobs()
+
+    def delete_blob(self, digest: str) -> None:
+        """Remove a blob from the store (``rayform gc``, or a failed writer taking back the
+        blobs it wrote: a blob is otherwise never deleted)."""
+        self._reach_to_write(f"blob {digest[:16]}")
+        self.backend.delete_blob(digest)
+
+    # -- blobs -------------------------------------------------------------------------
+    def has_blob(self, digest: str) -> bool:
+        if self.offline:
+            assert self.cache is not None
+            return self.cache.has(digest)
+        return self.backend.has_blob(digest)
+
+    def get_blob(self, digest: str, what: str = "", pull: str = "<slice>") -> bytes:
+        """The blob's bytes, verified (for a remote store: through its cached copy)."""
+        if self.cache is None:
+            if self.backend.is_local:
+                known = read_known_good(Path(self.backend.blob_path(digest)), digest)
+                if known is not None:
+                    return known
+            return self.backend.get_blob(digest)
+        return self.local_blob(digest, what, pull).read_bytes()
+
+    def get_json_blob(self, digest: str, what: str = "manifest") -> dict[str, Any]:
+        return json_document(self.get_blob(digest, f"{what} {digest[:16]}"), f"{what} {digest[:16]} in {self.display}")
+
+    def open_blob(self, digest: str) -> IO[bytes]:
+        """A raw stream of the blob in the store, NOT verified: the caller hashes what it reads."""
+        self._reach(f"blob {digest[:16]}")
+        return self.backend.open_blob(digest)
+
+    def local_copy(self, digest: str) -> Path | None:
+        """A verified local file of the blob if there is one now (nothing is fetched)."""
+        if self.cache is not None:
+            return self.cache.copy(digest)
+        path = Path(self.backend.blob_path(digest))
+        return path if path.is_file() and verify_once(path, digest) else None
+
+    def local_blob(self, digest: str, what: str = "", pull: str = "<slice>",
+                   on_bytes: Callable[[int], Any] | None = None) -> Path:
+        """A verified local file of the blob: fetched into the cache first where it is not
+        there (``on_bytes`` counts what arrives). A bad blob in a local store is an error."""
+        what = what or f"blob {digest[:16]}"
+        found = self.local_copy(digest)
+        if found is not None:
+            return found
+        if self.cache is None:
+            path = Path(self.backend.blob_path(digest))
+            if not path.is_file():
+                raise BlobNotFound(f"{what}: not in {self.display}")
+            raise IntegrityError(f"{what} in {self.display}: its bytes do not match its name "
+                                 f"({digest[:16]}). The stored copy is corrupt; re-create it from its source")
+        self._reach(what, pull)
+        with self.cache.fetching(digest):
+            found = self.local_copy(digest)  # fetched by another process while we waited
+            return found if found is not None else self._fetch_whole(digest, what, on_bytes)
+
+    def _fetch_whole(self, digest: str, what: str, on_bytes: Callable[[int], Any] | None) -> Path:
+        """A blob fetched whole into the cache, verified against its name, through the same
+        resumed, throttling-proof read a shard takes (``fetch.Transfer``)."""
+        assert self.cache is not None
+        try:
+            size = self.retrying(lambda: self.backend.blob_size(digest), what)
+        except BlobNotFound:
+            raise BlobNotFound(f"{what}: not in {self.display}") from None
+        if size == 0:
+            arriving = self.cache.writer(digest)
+            try:
+                return arriving.commit(f"{what} from {self.display}")
+            finally:
+                arriving.discard()
+        transfer = Transfer(size, what, self._opener(digest, self.retry), self.cache.writer(digest, size), self.display,
+                            self.retry)
+        transfer.run(deliver=(lambda data: on_bytes(len(data))) if on_bytes else None)
+        return self.cache.blob_path(digest)
+
+    def retrying(self, read: Callable[[], T], what: str) -> T:
+        """``read()`` tried again after a transient failure (a dropped connection, 503 Slow Down),
+        as ``retry`` says, until its budget is spent: then one StoreError saying how long."""
+        attempts = self.retry.attempts()
+        while True:
+            try:
+                return read()
+            except StoreError as e:
+                cause = e.__cause__ if e.__cause__ is not None else e
+                if not isinstance(e.__cause__, BaseException) or not attempts.wait(cause):
+                    if attempts.failed:
+                        raise StoreError(f"{what}: {e} (gave up after {attempts.spent()})") from e
+                    raise
+
+    def fetch(self, digest: str, size: int, what: str, retry: Retry = Retry(), chunks: bytes | None = None,
+              chunk_bytes: int = 0, pull: str = "<slice>", arrival: Arrival | None = None) -> Path:
+        """A verified local copy of the blob, fetched as ``stream`` does where there is none
+        (one fetcher per blob on this machine: the others wait for its copy). Under a cache
+        limit another process may evict it as soon as it is in place: pin it (``ShardCache.pin``)
+        to read it, and fetch again if that finds it gone. ``arrival`` (ended however this ends)
+        lets another thread read the copy while it arrives, where chunks are verified."""
+        try:
+            found = self._fetch(digest, size, what, retry, chunks, chunk_bytes, pull, arrival)
+        except BaseException as e:
+            if arrival is not None:
+                arrival.end(e)
+            raise
+        if arrival is not None:
+            arrival.end()
+        return found
+
+    def _fetch(self, digest: str, size: int, what: str, retry: Retry, chunks: bytes | None, chunk_bytes: int,
+               pull: str, arrival: Arrival | None) -> Path:
+        found = self.local_copy(digest)
+        if found is not None:
+            return found
+        if self.cache is None:
+            return self.local_blob(digest, what, pull)  # raises: missing or bad
+        self._reach(what, pull)
+        if arrival is not None and chunks is not None:
+            elsewhere = self.cache.arriving_elsewhere(digest)  # another process of the machine fetches it now
+            if elsewhere is not None:
+                arrival.begin_elsewhere(elsewhere, size)
+        with self.cache.fetching(digest) as lock:
+            found = self.local_copy(digest)
+            if found is None:
+                if arrival is not None and arrival.elsewhere is not None:  # that fetch failed: said to the reader
+                    arrival.end(StoreError(
+                        f"{what}: the process fetching it into {self.cache.root} stopped at byte "
+                        f"{arrival.reached()} of {size}, before the sample read here. Run again"))
+                    arrival = None
+                # read in this thread (the caller's fetch threads give the concurrency): no hand-over
+                Transfer(size, what, self._opener(digest, retry), self.cache.writer(digest, size), self.display, retry,
+                         chunks, chunk_bytes, lock=lock).run(arrival=arrival)  # verified, renamed into place
+                found = self.cache.blob_path(digest)
+        return found
+
+    def stream(self, digest: str, size: int, what: str, retry: Retry = Retry(), chunks: bytes | None = None,
+               chunk_bytes: int = 0, pull: str = "<slice>") -> ShardStream:
+        """The blob front to back: its verified local copy, or fetched from the store while
+        it is written into the cache (each chunk verified against ``chunks`` before it is handed
+        over, the whole against its name before it is kept)."""
+        found = self.local_copy(digest)
+        if found is not None:
+            return ShardStream(digest, size, what, local=found)
+        if self.cache is None:
+            return ShardStream(digest, size, what, local=self.local_blob(digest, what))  # raises: missing or bad
+        self._reach(what, pull)
+        return ShardStream(
+            digest, size, what, open_at=self._opener(digest, retry), arriving=self.cache.writer(digest, size),
+            origin=self.display, retry=retry, chunks=chunks, chunk_bytes=chunk_bytes,
+        )
+
+    def _opener(self, digest: str, retry: Retry) -> Callable[[int], SequentialRead]:
+        return lambda start: self.backend.read_from(digest, start, retry.timeout_s)
+
+    # -- refs --------------------------------------------------------------------------
+    def get_ref(self, key: str, parse: Callable[[dict[str, Any]], Any] | None = None) -> Any:
+        """A small JSON document at ``key``, or what ``parse`` makes of it (see ``Store.get_ref``).
+        A remote store's ref is copied into the cache once it parses; offline it is read from there."""
+        if self.cache is None:
+            return self.backend.get_ref(key, parse)
+        name = key.rsplit("/", 1)[-1].removesuffix(".json")
+        if self.offline:
+            cached = self.cache.get_ref(self.id, key)
+            if cached is None:
+                raise self._uncached(name, name if key.startswith("refs/slices/") else "<slice>")
+            return parse(cached) if parse is not None else cached
+        data = self.retrying(lambda: self.backend.get_ref_bytes(key), f"ref {key}")
+        parsed = self.backend.parse_ref(key, data, parse)  # a ref that does not parse never reaches the cache
+        if self.cache.get_ref(self.id, "store.json") is None:  # lets `rayform cache` name the store
+            self.cache.put_ref(self.id, "store.json", canonical_json({"url": self.display}))
+        self.cache.put_ref(self.id, key, data)
+        return parsed
+
+    def has_ref(self, key: str) -> bool:
+        if self.offline:
+            assert self.cache is not None
+            return self.cache.get_ref(self.id, key) is not None
+        return self.backend.has_ref(key)
+
+    def list_refs(self, prefix: str) -> Iterator[str]:
+        """Keys of the refs below ``prefix``, sorted. Offline, the refs this cache holds of the
+        store; a cache that never saw the store is an OfflineError."""
+        if self.offline:
+            assert self.cache is not None
+            if not self.cache.has_store(self.id):
+                raise self.offline_error(f"listing {prefix}", f"nothing of this store is in the cache {self.cache.root}")
+            return self.cache.list_refs(self.id, prefix)
+        return self.backend.list_refs(prefix)
+
+    def sweep_temporaries(self) -> int:
+        """Delete what killed writers left in a local store (ours only, stale only)."""
+        return self.backend.sweep_temporaries()

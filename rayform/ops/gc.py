@@ -1,0 +1,89 @@
+"""``rayform gc``: delete the blobs of a store that no ref reaches.
+
+A blob is reachable when a ref names it, directly or through the manifests it names: a
+slice ref, its manifest, each segment version in it and that version's data; a segment ref,
+every version it lists (old versions stay readable) and their data; a pack ref, its
+manifest, shards, index and chunk digests. Everything else is garbage once it is older than
+the grace period (an hour by default): an ingest or a pack running now writes its blobs
+before the ref that reaches them, so a young unreachable blob is work in progress, never
+garbage. A blob whose age the store does not report is kept.
+
+What a manifest reaches can only be known by reading it, so a ref or manifest that cannot
+be read or is not rayform's stops the collection with an error naming it: gc never deletes
+on a guess. The refs are walked twice, before listing the blobs and again right before
+deleting, so a ref written meanwhile (a slice over segments that were unreachable) saves
+what it names.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from rayform.client import Client
+from rayform.errors import NotFound, RayformError, StoreError
+from rayform.ops.verify import pack_blobs, slice_blobs
+from rayform.recordings.segments import Segments
+from rayform.store.store import StoredBlob
+
+GRACE_S = 3600.0
+
+
+@dataclass
+class GcReport:
+    reachable: int = 0  # blobs some ref reaches
+    young: int = 0  # unreachable, but written within the grace period (or of unknown age)
+    garbage: list[StoredBlob] = field(default_factory=list)  # deleted, or to delete on a dry run
+    deleted: bool = False
+
+    @property
+    def garbage_bytes(self) -> int:
+        return sum(b.size for b in self.garbage)
+
+
+def reachable(client: Client) -> set[str]:
+    """Every blob some ref of the store reaches (see the module's docstring)."""
+    found: set[str] = set()
+    try:
+        for slice_ in client.slices.list():
+            found.update(blob for blob, _ in slice_blobs(slice_, strict=True))
+            for pack in client.packs.list(slice_):
+                found.update(blob for blob, _ in pack_blobs(pack))
+        segments = Segments(client.store)
+        for ref in segments.list():
+            for version in segments.versions(ref.id):
+                found.add(version)
+                try:
+                    found.update(segments.get(ref.id, version).blobs())
+                except NotFound:
+                    continue  # a version whose manifest is gone reaches nothing more
+    except RayformError as e:
+        raise StoreError(f"gc: cannot tell what the store reaches ({e}). Nothing was deleted; "
+                         "repair or remove that ref first (rayform verify names bad blobs)") from None
+    return found
+
+
+def collect(client: Client, *, delete: bool = False, grace_s: float = GRACE_S, now: float | None = None) -> GcReport:
+    """Find (and with ``delete``, delete) the blobs no ref reaches that are older than ``grace_s``."""
+    if grace_s < 0:
+        raise StoreError(f"gc: a grace period of {grace_s:g} s; give 0 or more")
+    report = GcReport()
+    keep = reachable(client)
+    now = time.time() if now is None else now
+    for blob in client.store.backend.list_blobs():
+        if blob.digest in keep:
+            report.reachable += 1
+        elif blob.modified is None or now - blob.modified < grace_s:
+            report.young += 1
+        else:
+            report.garbage.append(blob)
+    if delete and report.garbage:
+        again = reachable(client)  # a ref written since the first walk saves what it names
+        saved = [b for b in report.garbage if b.digest in again]
+        report.reachable += len(saved)
+        report.garbage = [b for b in report.garbage if b.digest not in again]
+        for blob in report.garbage:
+            client.store.backend.delete_blob(blob.digest)
+        client.store.backend.sweep_temporaries()
+    report.deleted = delete
+    return report

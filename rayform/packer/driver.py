@@ -1,0 +1,261 @@
+"""Packing a slice: plan here, render and write shards on an executor, manifest here.
+
+Two rounds of jobs on any ``concurrent.futures.Executor`` (a local process pool by default,
+a Dask or Ray cluster's for slices bigger than one machine):
+
+1. runs (``runs.render_run``): consecutive tasks rendered in time order, each sample written
+   to scratch in the section of the shard that will hold it;
+2. shards (``assemble.write_shard``): each shard gathered from every run's section for it,
+   written, measured and stored by the job itself.
+
+Where each sample goes is a pure function of the plan (``sharding.ShardLayout``), so the
+shards are the same bytes whatever the executor and however many workers. The driver sees
+only hashes, index rows and statistics: no sample byte passes through it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import logging
+import os
+import shutil
+from collections.abc import Iterator
+from concurrent.futures import Executor
+from typing import Any
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from rayform import config
+from rayform.cache.store_view import CachedStore
+from rayform.errors import InvalidInput, NotFound
+from rayform.jobs import JobRunner
+from rayform.pack.catalog import Packs
+from rayform.pack.layout import StreamSchema, members_of
+from rayform.pack.manifest import Pack
+from rayform.pack.spec import PACK_FORMAT, PackSpec
+from rayform.packer import estimate
+from rayform.packer import tar_writer as shard_files
+from rayform.packer.assemble import ShardJob, write_shard
+from rayform.packer.measure import merge as merge_stats
+from rayform.packer.measure import quantile_stride
+from rayform.packer.placement import ShardLayout
+from rayform.packer.plan import SegmentPlan, Task, plan_segment, resolve_streams, tasks_of
+from rayform.packer.render import member_format
+from rayform.packer.runs import Piece, RunJob, RunResult, render_run
+from rayform.packer.scratch import SCRATCH, LocalScratch, Scratch, StoreScratch, writing
+from rayform.packer.tar_writer import ShardFile
+from rayform.recordings.segments import Segment
+from rayform.recordings.slices import Slice
+from rayform.store.atomic import scratch_dir, sweep_scratch
+
+log = logging.getLogger("rayform.pack")
+RUNS = 32  # a slice is rendered in at least this many runs
+
+
+def pack_slice(
+    slice_: Slice,
+    spec: PackSpec,
+    *,
+    executor: Executor | None = None,
+    workers: int | None = None,
+    progress: bool = True,
+    force: bool = False,
+) -> Pack:
+    """The pack of ``slice_`` made with ``spec``: the one stored already (unless ``force``),
+    else ``slice_`` rendered into shards in its store."""
+    if not force:
+        try:
+            return Packs(slice_.store).get(slice_, spec)
+        except NotFound:
+            pass
+    return _render_pack(slice_, spec, executor, workers, progress)
+
+
+def _render_pack(slice_: Slice, spec: PackSpec, executor: Executor | None, workers: int | None,
+                 progress: bool) -> Pack:
+    store = slice_.store
+    segments = [slice_.segment(i) for i in range(len(slice_.segments))]
+    streams = resolve_streams(segments, spec.streams)
+    spec = dataclasses.replace(spec, streams=streams)
+    schema = _schema(segments, spec)
+    plans = [plan_segment(i, seg, slice_.segments[i], spec) for i, seg in enumerate(segments)]
+    del segments
+    total = sum(len(p.times) for p in plans)
+    if total == 0:
+        raise InvalidInput(
+            f"{slice_.id}: no instant at {spec.fps} fps has every stream of {', '.join(streams)} "
+            "fresh; check the streams' time ranges or raise the staleness tolerance"
+        )
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
+        raise InvalidInput(f"workers {workers}: must be a whole number of processes, at least 1")
+    workers = workers or config.pack_workers() or os.cpu_count() or 1
+    members = tuple(sorted(members_of(schema, spec.max_history)))
+    _sweep(store)
+    layout = ShardLayout.for_bytes(total, estimate.sample_bytes(slice_.store_ref, slice_.id, spec, schema, plans),
+                                   spec.shard_bytes, spec.interleave_seed)
+    scratch: Scratch = LocalScratch.create() if executor is None else StoreScratch(slice_.store_ref)
+    run_jobs = [RunJob(slice_.store_ref, slice_.id, spec, schema, members, layout, scratch, group,
+                       quantile_stride(total))
+                for group in _runs(plans, spec.samples_per_task, _run_samples(layout))]
+    parallel = executor is not None or (workers > 1 and len(run_jobs) > 1)
+    runs: list[RunResult] = []
+    try:
+        with JobRunner(executor, workers if parallel else 1) as pool:
+            with tqdm(total=total, unit="sample", desc=f"pack {slice_.id}", disable=not progress, leave=False) as bar:
+                for run in pool.each(render_run, run_jobs):
+                    runs.append(run)
+                    bar.update(run.samples)
+            shard_jobs = [
+                ShardJob(k, layout.bounds(k), tuple(r.sections[k] for r in runs if k in r.sections), scratch,
+                         slice_.store_ref, members, shard_files.CHUNK_BYTES)
+                for k in range(layout.shards)
+            ]
+            written = pool.each(write_shard, shard_jobs)  # submitted now: the workers write while
+            stats = merge_stats((r.stats for r in runs), {n: s.shape for n, s in schema.items()})  # this runs
+            with tqdm(total=layout.shards, unit="shard", desc=f"write {slice_.id}", disable=not progress,
+                      leave=False) as bar:
+                shards = []
+                for shard in written:
+                    shards.append(shard)
+                    bar.update(1)
+    except BaseException:
+        _sweep(store)  # the pool is gone: what its stopped workers were writing
+        raise
+    finally:
+        _remove_runs(scratch, runs)
+
+    manifest = {
+        "format": PACK_FORMAT,
+        "slice": slice_.id,
+        "slice_digest": slice_.digest,
+        "spec": spec.to_manifest(),
+        "schema": {n: s.to_manifest() for n, s in schema.items()},
+        "members": list(members),
+        **shard_fields(store, shards, shard_files.CHUNK_BYTES),
+        "samples": total,
+        "stats": {k: v.to_manifest() for k, v in stats.items()},
+        "instants": sum(p.instants for p in plans),
+        "dropped": _dropped(plans),
+        "segments": [
+            {"id": p.segment_id, "version": p.version, "site": p.site, "samples": len(p.times),
+             "instants": p.instants, "dropped": p.dropped}
+            for p in plans
+        ],
+    }
+    digest = store.put_json_blob(manifest)
+    made = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="microseconds")
+    store.put_ref(f"refs/packs/{slice_.id}/{spec.key()}.json",
+                  {"manifest": digest, "spec": spec.to_manifest(), "created": made})
+    pack = Pack(digest, manifest)
+    if pack.dropped["instants"]:
+        log.info("%s: dropped %d of %d instants as stale (%s)", slice_.id, pack.dropped["instants"],
+                 pack.instants, ", ".join(f"{k}: {v}" for k, v in pack.dropped["by_stream"].items() if v))
+    return pack
+
+
+def shard_fields(store: CachedStore, shards: list[ShardFile], chunk_bytes: int) -> dict[str, Any]:
+    """What a pack manifest says of its stored shards, in order: the shard list, the offset
+    index blob and the chunk digests blob."""
+    return {
+        "shards": [{"sha256": s.sha256, "bytes": s.bytes, "samples": s.samples} for s in shards],
+        "index": _index_blob(store, shards),
+        "chunks": {"bytes": chunk_bytes, "digests": store.put_blob(b"".join(s.chunks for s in shards))},
+    }
+
+
+def _index_blob(store: CachedStore, shards: list[ShardFile]) -> str:
+    """The offset index (``(samples, 1 + columns)`` int64 npy: shard, then the shard's row),
+    written shard by shard to a file (720 MB for ten million samples: not built in memory)."""
+    columns = 1 + (shards[0].index.shape[1] if shards else 0)
+    directory = scratch_dir(SCRATCH)
+    path = os.path.join(directory, "index.npy")
+    try:
+        with writing(directory), open(path, "wb") as f:
+            np.lib.format.write_array_header_1_0(f, {"descr": np.dtype(np.int64).str, "fortran_order": False,
+                                                     "shape": (sum(s.samples for s in shards), columns)})
+            for i, s in enumerate(shards):
+                f.write(np.column_stack([np.full(s.samples, i, np.int64), s.index]).astype(np.int64).tobytes())
+        return store.put_blob_file(path, move=True)
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def _run_samples(layout: ShardLayout) -> int:
+    # A run is held in its worker's memory while rendered: at most a shard's worth; and a
+    # slice makes at least RUNS of them, so that the workers have work to share. A pure
+    # function of the plan: the statistics are merged run by run.
+    return max(1, min(layout.per_shard, -(-layout.samples // RUNS)))
+
+
+def _runs(plans: list[SegmentPlan], samples_per_task: int, per_run: int) -> Iterator[tuple[Piece, ...]]:
+    """The slice's samples in rendering order, cut into runs of ``per_run`` (the last fewer),
+    each run a tuple of tasks of at most ``samples_per_task`` samples of one segment."""
+    run: list[Piece] = []
+    first = filled = 0
+    for plan in plans:
+        span = (int(plan.times[0]), plan.end_ns) if len(plan.times) else (0, plan.end_ns)
+        for task in tasks_of(plan, samples_per_task):
+            while len(task.times):
+                take = min(len(task.times), per_run - filled)
+                run.append(Piece(plan.segment_id, span, Task(task.position, task.version, task.start,
+                                                              task.times[:take], task.grid_index[:take]), first))
+                task = Task(task.position, task.version, task.start + take, task.times[take:], task.grid_index[take:])
+                first += take
+                filled += take
+                if filled == per_run:
+                    yield tuple(run)
+                    run, filled = [], 0
+    if run:
+        yield tuple(run)
+
+
+def _remove_runs(scratch: Scratch, runs: list[RunResult]) -> None:
+    for name in sorted({s.run for r in runs for s in r.sections.values()}):
+        try:
+            scratch.remove(name)
+        except Exception as e:  # a run left behind is garbage, not a failed pack
+            log.warning("rayform: could not remove pack run %s: %s", name[:16], e)
+    if isinstance(scratch, LocalScratch):
+        shutil.rmtree(scratch.directory, ignore_errors=True)
+
+
+def _sweep(store: CachedStore) -> None:
+    """What killed packs left: temporaries in a local store and in the cache, scratch dirs."""
+    store.sweep_temporaries()
+    if store.cache is not None:
+        store.cache.remove_stale_temporaries()
+    sweep_scratch(SCRATCH)
+
+
+def _schema(segments: list[Segment], spec: PackSpec) -> dict[str, StreamSchema]:
+    first = segments[0]
+    out = {}
+    for name in spec.streams or ():
+        info = first.streams[name]
+        for seg in segments[1:]:
+            other = seg.streams[name]
+            if other.kind != info.kind:
+                raise InvalidInput(f"stream {name}: {info.kind} in {first.id} but {other.kind} in {seg.id}")
+            if other.shape != info.shape and not (info.is_image and spec.resize):
+                raise InvalidInput(
+                    f"stream {name}: shape {info.shape} in {first.id} but {other.shape} in {seg.id}; "
+                    + ("pack with a resize" if info.is_image else "they cannot share a pack")
+                )
+        member = name.replace("/", ".")
+        if info.is_image:
+            fmt = member_format(info.encoding or "raw", info.dtype, spec)
+            shape = info.shape if not spec.resize else tuple(spec.resize) + tuple(info.shape[2:])
+            out[name] = StreamSchema(name, "image", f"{member}.{fmt}", info.dtype, shape)
+        else:
+            out[name] = StreamSchema(name, info.kind, member, info.dtype, info.shape, info.units, info.names, info.frame)
+    return out
+
+
+def _dropped(plans: list[SegmentPlan]) -> dict[str, Any]:
+    by_stream: dict[str, int] = {}
+    for p in plans:
+        for name, n in p.dropped.items():
+            by_stream[name] = by_stream.get(name, 0) + n
+    return {"instants": sum(p.dropped_instants for p in plans), "by_stream": by_stream}

@@ -1,0 +1,329 @@
+"""Building the training sample from a raw shard sample: the one place both datasets share.
+Samples are built a batch at a time (``SampleBuilder.fill``), one alone as a batch of one.
+
+A raw sample is ``{member: bytes}`` as the tar holds it. The built sample (numpy; the torch
+datasets wrap the arrays without copying) is:
+
+==================  ================  ========  ===============================================
+key                 shape             dtype     meaning
+==================  ================  ========  ===============================================
+each image in obs   ``(C, H, W)``     uint8     channels first (a view of the decoded image)
+each array in obs   as recorded       float32   poses in the requested ``frame``
+``action``          ``(horizon, J)``  float32   ``x_delta``: x(t+(k+1)/fps) − x(t); else x(t+(k+1)/fps);
+                                                several parts concatenated, poses as asked
+                                                (``rayform.sample.action``)
+``action_is_pad``   ``(horizon,)``    bool      the window ran past the segment's end
+``t_ns``            ``()``            int64     sample time
+``meta``            dict                        slice, segment, segment_version, site (str);
+                                                task (str: the segment's task or instruction),
+                                                episode_index (int: the segment's position in
+                                                the slice), frame_index (int: the grid step in
+                                                the segment)
+==================  ================  ========  ===============================================
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from rayform.codec import records
+from rayform.errors import InvalidInput, Malformed, StreamNotFound
+from rayform.frames import check_frame, convert_poses
+from rayform.pack.layout import LOWDIM, META_KEYS, StreamSchema, history_member
+from rayform.pack.manifest import Pack
+from rayform.pack.spec import MAX_HORIZON, check_fps
+from rayform.sample.action import DELTA, ActionPart, check_rotation
+from rayform.sample.history import PAD, steps_back
+from rayform.sample.images import chw, decode_image
+from rayform.sample.lowdim import RecordArrays
+from rayform.sample.normalize import Normalizer
+from rayform.untrusted import parsing
+
+
+@dataclass(frozen=True)
+class SampleSpec:
+    """What a dataset asks of each sample: the ``obs`` streams, the ``action`` (a stream, a
+    ``<stream>_delta``, or several to concatenate: ``rayform.sample.action``) ``horizon`` steps
+    long, the pack's rate ``fps``, the ``frame`` poses are re-expressed in (None: as
+    recorded), and the ``rotation`` a pose action's rotation is given as (``"quat"``,
+    ``"rot6d"``, ``"axis_angle"``; None: the recorded quaternion). Checked when made."""
+
+    obs: Sequence[str]  # one name, or several: kept as a tuple
+    action: str | Sequence[str] | None = None  # several: kept as a tuple
+    fps: float = 15
+    horizon: int = 16
+    frame: str | None = None
+    rotation: str | None = None
+    # a stream's past values: a number of steps, or seconds (``rayform.sample.history``)
+    history: Mapping[str, int | Sequence[float]] | None = None
+    # every image decoded at this (H, W) (JPEG through the decoder's DCT scaling); None: as packed
+    resize: tuple[int, int] | None = None
+    # the pack to read, by key (``fps15-129e34cc``, as ``rayform show`` lists them); None: the
+    # one that serves these samples best (``Packs.find``)
+    pack: str | None = None
+
+    def __post_init__(self) -> None:
+        obs = (self.obs,) if isinstance(self.obs, str) else tuple(self.obs)
+        if not obs or not all(isinstance(o, str) and o for o in obs):
+            raise InvalidInput(f"obs {str(self.obs)[:80]}: name one stream or more, e.g. obs=[\"cam0/rgb\"]")
+        if self.action is not None and not isinstance(self.action, str):
+            parts = tuple(self.action) if isinstance(self.action, Sequence) else ()
+            if not parts or not all(isinstance(a, str) and a for a in parts):
+                raise InvalidInput(f"action {str(self.action)[:80]}: a stream name, e.g. \"joints/position_delta\", "
+                                   "several to concatenate, or None")
+            object.__setattr__(self, "action", parts if len(parts) > 1 else parts[0])
+        if self.action == "":
+            raise InvalidInput("action '': a stream name, e.g. \"joints/position_delta\", or None")
+        check_rotation(self.rotation)
+        horizon = self.horizon
+        if isinstance(horizon, bool) or not isinstance(horizon, numbers.Integral) or not 1 <= horizon <= MAX_HORIZON:
+            raise InvalidInput(f"horizon {horizon!r}: a whole number of steps, 1..{MAX_HORIZON}")
+        object.__setattr__(self, "obs", obs)
+        object.__setattr__(self, "horizon", int(horizon))
+        object.__setattr__(self, "fps", check_fps(self.fps))
+        check_frame(self.frame)
+        steps = steps_back(self.history, self.fps)
+        for name in steps:
+            if name not in obs:
+                raise InvalidInput(f"history of {name!r}: not in obs ({', '.join(obs)}); history is of observations")
+        object.__setattr__(self, "history", steps or None)
+        object.__setattr__(self, "resize", check_resize(self.resize))
+        if self.pack is not None and not isinstance(self.pack, str):
+            raise InvalidInput(f"pack {str(self.pack)[:60]}: a pack key such as 'fps15-129e34cc'")
+
+    def steps_back(self) -> dict[str, tuple[int, ...]]:
+        """Each stream's history as steps back, in output order (none: no history)."""
+        return dict(self.history or {})  # type: ignore[arg-type]  # normalized in __post_init__
+
+    def actions(self) -> tuple[str, ...]:
+        """The parts of the action, as asked (none without one)."""
+        if self.action is None:
+            return ()
+        return (self.action,) if isinstance(self.action, str) else tuple(self.action)
+
+    def streams(self) -> list[str]:
+        """The packed streams these samples read."""
+        out = list(self.obs) + [a.removesuffix(DELTA) for a in self.actions()]
+        return list(dict.fromkeys(out))
+
+
+_NO_PAD = {"dtype": "|b1", "shape": [0], "data": b""}  # a record from before history masks
+_INT64 = (-(1 << 63), 1 << 63)
+
+
+def check_resize(size: Any) -> tuple[int, int] | None:
+    if size is None:
+        return None
+    if isinstance(size, Sequence) and len(size) == 2 and all(
+            isinstance(v, numbers.Integral) and not isinstance(v, bool) and 1 <= int(v) <= 16384 for v in size):
+        return int(size[0]), int(size[1])
+    raise InvalidInput(f"resize {str(size)[:40]}: (height, width) in pixels, e.g. (224, 224)")
+
+
+class SampleBuilder:
+    """Validates a :class:`SampleSpec` against a pack once, then builds samples fast: a batch
+    at a time (:meth:`fill`), each value written into the batch's arrays."""
+
+    def __init__(self, pack: Pack, spec: SampleSpec, episodes: Mapping[str, int] | None = None):
+        self.pack = pack
+        # a segment's position in the slice, for packs whose records predate "episode"
+        self.episodes = dict(episodes or {})
+        self.normalizer: Normalizer | None = None  # set by a dataset given normalize=
+        self.spec = spec
+        schema = pack.schema
+        for name in spec.obs:
+            self._stream(schema, name)
+        self.images = [schema[n] for n in spec.obs if schema[n].kind == "image"]
+        self._image_keys = {s.name for s in self.images}
+        self.arrays = [schema[n] for n in spec.obs if schema[n].kind != "image"]
+        self.actions = [ActionPart.of(schema, a) for a in spec.actions()]
+        self.history = spec.steps_back()
+        deepest = max((max(k) for k in self.history.values()), default=0)
+        if deepest > pack.spec.max_history:
+            raise InvalidInput(
+                f"{pack.slice_id}: a history {deepest} steps back is beyond its pack's {pack.spec.max_history} at "
+                f"{pack.fps:g} fps. Run: rayform pack {pack.slice_id} --fps {pack.fps:g} --history {deepest}"
+            )
+        if self.actions and spec.horizon > pack.spec.max_horizon:
+            raise InvalidInput(
+                f"{pack.slice_id}: horizon {spec.horizon} is beyond the pack's maximum "
+                f"{pack.spec.max_horizon} at {pack.fps} fps. Run: rayform pack {pack.slice_id} "
+                f"--fps {pack.fps:g} --horizon {spec.horizon}"
+            )
+        self.meta_keys = META_KEYS
+        self.entries = RecordArrays()
+        # the streams whose future window a sample reads (obs arrays, action parts), once each
+        self._futures = list(dict.fromkeys([s.name for s in self.arrays] + [p.stream.name for p in self.actions]))
+        self._pasts = [s.name for s in self.arrays if s.name in self.history]
+        self._pads = list(dict.fromkeys(p.stream.name for p in self.actions))
+
+    def _stream(self, schema: Mapping[str, StreamSchema], name: str) -> StreamSchema:
+        if name not in schema:
+            raise StreamNotFound(
+                f"{self.pack.slice_id}: no stream {name!r} in its pack at {self.pack.fps:g} fps. "
+                f"It has: {', '.join(sorted(schema))}"
+            )
+        return schema[name]
+
+    @property
+    def action_names(self) -> list[str]:
+        """The action's elements, e.g. ``joints/position_delta[shoulder]`` (empty without one)."""
+        return [n for part in self.actions for n in part.names(self.spec.rotation)]
+
+    def _action_shape(self) -> tuple[int, ...]:
+        if len(self.actions) == 1 and self.actions[0].stream.kind != "pose":
+            return tuple(self.actions[0].stream.shape)
+        return (sum(part.width(self.spec.rotation) for part in self.actions),)
+
+    @property
+    def members(self) -> list[str]:
+        """The tar members a sample needs."""
+        return [history_member(s.member, k) for s in self.images for k in self.history.get(s.name, (0,))] + [LOWDIM]
+
+    def image_shape(self, s: StreamSchema) -> tuple[int, ...]:
+        """An image stream's ``(H, W[, C])`` as samples hold it: as packed, or resized."""
+        size = self.spec.resize
+        return tuple(s.shape) if size is None else (*size, *s.shape[2:])
+
+    def layout(self) -> list[tuple[str, tuple[int, ...], np.dtype]]:
+        """Every array a sample holds, as ``(key, shape, dtype)``; images (H, W[, C])."""
+        out = [(s.name, self._stacked(s.name, self.image_shape(s)), np.dtype(s.dtype)) for s in self.images]
+        out += [(s.name, self._stacked(s.name, s.shape), np.dtype(np.float32)) for s in self.arrays]
+        out += [(name + PAD, (len(k),), np.dtype(bool)) for name, k in self.history.items()]
+        if self.actions:
+            h = self.spec.horizon
+            out += [("action", (h, *self._action_shape()), np.dtype(np.float32)),
+                    ("action_is_pad", (h,), np.dtype(bool))]
+        out.append(("t_ns", (), np.dtype(np.int64)))
+        return out
+
+    def rows(self, n: int) -> dict[str, np.ndarray]:
+        """Fresh arrays for ``n`` samples: key -> ``(n, *shape)`` as :meth:`layout` says."""
+        return {key: np.empty((n, *shape), dtype) for key, shape, dtype in self.layout()}
+
+    def sample(self, rows: Mapping[str, np.ndarray], j: int, meta: dict[str, Any]) -> dict[str, Any]:
+        """Sample ``j`` of ``rows`` (filled by :meth:`fill`) as a dict of views of its rows:
+        images channels first."""
+        out: dict[str, Any] = {}
+        for key, values in rows.items():
+            if key in self._image_keys:
+                out[key] = chw(values[j], key in self.history)
+            else:  # values[j] of a (n,) array is a scalar copy; a 0-d view stays in the rows
+                out[key] = values[j] if values.ndim > 1 else values[j : j + 1].reshape(())
+        out["meta"] = meta
+        return out
+
+    def build(self, raw: Mapping[str, Any], key: str = "?") -> dict[str, Any]:
+        """One sample dict (numpy, in arrays of its own) from ``{member: bytes-like}``."""
+        rows = self.rows(1)
+        return self.sample(rows, 0, self.fill([raw], [key], rows)[0])
+
+    def fill(self, raws: Sequence[Mapping[str, Any]], keys: Sequence[str], rows: Mapping[str, np.ndarray],
+             at: Sequence[int] | None = None) -> list[dict[str, Any]]:
+        """Build samples ``raws`` (``{member: bytes-like}``, named ``keys``) into rows ``at``
+        (default ``0 … n−1``) of ``rows`` (key -> an array of :meth:`layout`'s shapes with a
+        leading batch axis, as :meth:`rows` makes); returns each sample's ``meta``.
+
+        Images are decoded straight into their rows, one after the other; each record is
+        parsed and its entries checked, then the arrays of all ``n`` are computed together."""
+        n = len(raws)
+        at = list(range(n)) if at is None else list(at)
+        whats = [f"sample {key} of {self.pack.slice_id}" for key in keys]
+        for s in self.images:
+            self._decode(s, raws, whats, rows[s.name], at)
+        entries: dict[tuple[str, str], list[Any]] = {}
+        metas, stamps = [], []
+        for raw, what in zip(raws, whats):
+            with parsing(what):
+                low = records.loads(raw[LOWDIM], what)
+                arrays = low["arrays"]
+                for name in self._futures:
+                    entries.setdefault((name, "future"), []).append(arrays[name]["future"])
+                for name in self._pasts:
+                    entries.setdefault((name, "past"), []).append(arrays[name].get("past"))
+                for name in self._pads:
+                    entries.setdefault((name, "pad"), []).append(arrays[name]["pad"])
+                if self.history:
+                    entries.setdefault(("", "history_pad"), []).append(low.get("history_pad", _NO_PAD))
+                metas.append(self._meta(low, what))
+                t_ns = low["t_ns"]
+                if type(t_ns) is not int or not _INT64[0] <= t_ns < _INT64[1]:
+                    raise Malformed(f"{what}: t_ns is not a 64-bit integer")
+                stamps.append(t_ns)
+        values = self._values(entries, whats)
+        values["t_ns"] = np.array(stamps, np.int64)
+        if self.normalizer is not None:
+            self.normalizer.apply(values)
+        for key, v in values.items():
+            rows[key][at] = v
+        return metas
+
+    def _decode(self, s: StreamSchema, raws: Sequence[Mapping[str, Any]], whats: Sequence[str], rows: np.ndarray,
+                at: Sequence[int]) -> None:
+        resize = self.spec.resize
+        back = self.history.get(s.name)
+        for raw, what, j in zip(raws, whats, at):
+            with parsing(what):
+                if back is None:
+                    decode_image(raw[s.member], s.format, rows[j], s.shape, f"{what}, {s.name}", resize)
+                    continue
+                for i, k in enumerate(back):
+                    decode_image(raw[history_member(s.member, k)], s.format, rows[j][i], s.shape,
+                                 f"{what}, {s.name} {k} steps back", resize)
+
+    def _meta(self, low: Mapping[str, Any], what: str) -> dict[str, Any]:
+        meta = {k: low[k] for k in self.meta_keys}
+        meta["task"] = low.get("task", "")
+        if not all(isinstance(v, str) for v in meta.values()):
+            raise Malformed(f"{what}: meta values are not strings")
+        episode, frame = low.get("episode", self.episodes.get(meta["segment"], -1)), low["index"]
+        if any(isinstance(v, bool) or not isinstance(v, int) for v in (episode, frame)):
+            raise Malformed(f"{what}: episode {str(episode)[:20]} and frame {str(frame)[:20]} are not integers")
+        meta["episode_index"], meta["frame_index"] = episode, frame
+        return meta
+
+    def _values(self, entries: Mapping[tuple[str, str], list[Any]], whats: Sequence[str]) -> dict[str, np.ndarray]:
+        """Every array but the images, for all samples at once (float32 and bool arrays of their own)."""
+        spec, schema = self.pack.spec, self.pack.schema
+        future = {name: self._in_frame(schema[name], self.entries.column(
+            entries[(name, "future")], (spec.max_horizon + 1, *schema[name].shape), whats, name, "future"))
+            for name in self._futures}
+        out: dict[str, np.ndarray] = {}
+        for s in self.arrays:
+            now = future[s.name][:, 0]
+            if s.name in self.history:
+                past = self.entries.column(entries[(s.name, "past")], (spec.max_history, *s.shape), whats, s.name,
+                                           "past")
+                past = self._in_frame(s, past)
+                now = np.stack([past[:, k - 1] if k else now for k in self.history[s.name]], axis=1)
+            out[s.name] = np.array(now, np.float32)
+        if self.history:
+            pad = self.entries.column(entries[("", "history_pad")], (spec.max_history,), whats, "", "history_pad")
+            for name, back in self.history.items():
+                out[name + PAD] = np.stack([pad[:, k - 1].astype(bool) if k else np.zeros(len(whats), bool)
+                                            for k in back], axis=1)
+        if self.actions:
+            h = self.spec.horizon
+            parts = [part.values(future[part.stream.name][:, : h + 1], h, self.spec.rotation) for part in self.actions]
+            out["action"] = np.array(parts[0] if len(parts) == 1 else
+                                     np.concatenate([p.reshape(len(whats), h, -1) for p in parts], axis=-1), np.float32)
+            is_pad = np.zeros((len(whats), h), bool)
+            for name in self._pads:
+                pads = self.entries.column(entries[(name, "pad")], (spec.max_horizon + 1,), whats, name, "pad")
+                is_pad |= pads[:, 1 : h + 1].astype(bool)
+            out["action_is_pad"] = is_pad
+        return out
+
+    def _stacked(self, name: str, shape: Sequence[int]) -> tuple[int, ...]:
+        back = self.history.get(name)
+        return (len(back), *shape) if back else tuple(shape)
+
+    def _in_frame(self, s: StreamSchema, values: np.ndarray) -> np.ndarray:
+        if s.kind == "pose" and self.spec.frame is not None:
+            return convert_poses(values.astype(np.float64), s.frame or "ros", self.spec.frame)
+        return values

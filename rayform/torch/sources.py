@@ -1,0 +1,166 @@
+"""What both datasets do before they read: make the sample spec of their arguments, and find
+the pack it reads on the slice's store (or make it there, where that is safe)."""
+
+from __future__ import annotations
+
+import difflib
+import logging
+import os
+from collections.abc import Mapping, Sequence
+
+from rayform.cache.store_view import CachedStore
+from rayform.errors import InvalidInput, NotFound, PackNotFound, RayformError, StreamNotFound
+from rayform.order.mixture import check_weights
+from rayform.pack import Pack, Packs
+from rayform.pack.catalog import serves_size
+from rayform.recordings.slices import Slice
+from rayform.sample.builder import SampleBuilder, SampleSpec
+from rayform.torch.world import World
+
+log = logging.getLogger("rayform")
+_DEFAULTS = SampleSpec("_")
+
+
+def sample_spec(obs: str | Sequence[str] | SampleSpec, action: str | Sequence[str] | None, fps: float, horizon: int,
+                frame: str | None, rotation: str | None = None,
+                history: Mapping[str, int | Sequence[float]] | None = None,
+                delta_timestamps: Mapping[str, Sequence[float]] | None = None,
+                resize: tuple[int, int] | None = None, pack: str | Pack | None = None) -> SampleSpec:
+    """The datasets' sample arguments as one checked value (``obs`` may be that value already).
+    ``delta_timestamps`` (LeRobot's name) is ``history`` in seconds; give one or the other."""
+    if history is not None and delta_timestamps is not None:
+        raise InvalidInput("history and delta_timestamps say the same thing: give one of them")
+    history = history if history is not None else delta_timestamps
+    if isinstance(obs, SampleSpec):
+        if (action, fps, horizon, frame, rotation, history, resize, pack) != (
+                _DEFAULTS.action, _DEFAULTS.fps, _DEFAULTS.horizon, _DEFAULTS.frame, _DEFAULTS.rotation, None, None, None):
+            raise InvalidInput("obs is a SampleSpec: give action, fps, horizon, frame, rotation, history, resize "
+                               "and pack inside it, not beside it")
+        return obs
+    return SampleSpec(obs, action, fps, horizon, frame, rotation, history, resize, pack.key if isinstance(pack, Pack) else pack)
+
+
+def open_samples(slice_: Slice, spec: SampleSpec) -> SampleBuilder:
+    """The builder of ``spec``'s samples from the slice's pack at ``spec.fps``."""
+    episodes: dict[str, int] = {}
+    for i, s in enumerate(slice_.segments):
+        episodes.setdefault(s.id, i)
+    return SampleBuilder(pack_for(slice_, spec), spec, episodes)
+
+
+def mixture_parts(slices: Slice | Sequence[tuple[Slice, float]]) -> tuple[list[Slice], list[float] | None]:
+    """One slice (weights None), or the parts of a weighted mixture ``[(slice, weight), ...]``."""
+    if isinstance(slices, Slice):
+        return [slices], None
+    parts = list(slices) if isinstance(slices, Sequence) and not isinstance(slices, str) else []
+    if not parts:
+        raise InvalidInput(f"{str(slices)[:60]}: give a Slice, or a mixture [(slice, weight), ...]")
+    for i, part in enumerate(parts):
+        if not (isinstance(part, tuple) and len(part) == 2 and isinstance(part[0], Slice)
+                and isinstance(part[1], (int, float)) and not isinstance(part[1], bool)):
+            raise InvalidInput(f"mixture part {i}: {str(part)[:60]} is not (slice, weight)")
+    weights = [float(w) for _, w in parts]
+    check_weights(weights)
+    return [s for s, _ in parts], weights
+
+
+def open_parts(slices: list[Slice], spec: SampleSpec) -> list[SampleBuilder]:
+    """A builder per part; every part's samples must be laid out alike (one batch buffer)."""
+    builders = []
+    for i, s in enumerate(slices):
+        try:
+            builders.append(open_samples(s, spec))
+        except RayformError as e:
+            if len(slices) == 1:
+                raise
+            raise type(e)(f"mixture part {i}: {e.args[0] if e.args else e}") from None
+        if builders[i].layout() != builders[0].layout():
+            raise InvalidInput(f"mixture part {i} ({s.id}): its samples are {builders[i].layout()}, part 0's are "
+                               f"{builders[0].layout()}. Pack the parts with the same streams and --resize")
+    return builders
+
+
+def pack_for(slice_: Slice, spec: SampleSpec) -> Pack:
+    """The pack of the slice that serves ``spec`` (``Packs.find``: its streams, horizon, history
+    and image size; among several, full resolution before resized, then the newest), or the
+    one ``spec.pack`` names, checked to serve it. Where the slice has none at ``spec.fps``, a
+    single process with a writable store packs it (a progress bar and one log line); elsewhere
+    it is an error naming the command to run. Never a second pack behind the user's back."""
+    store = slice_.store
+    packs = Packs(store)
+    horizon = spec.horizon if spec.action else 0
+    history = max((max(k) for k in spec.steps_back().values()), default=0)
+    if spec.pack is not None:
+        return _checked(slice_, packs.named(slice_.id, spec.pack), spec, horizon, history)
+    try:
+        return packs.find(slice_.id, spec.fps, spec.streams(), horizon, history, spec.resize)
+    except NotFound as e:
+        missing = e
+    check_streams(slice_, spec.streams())
+    at_fps = [p for p in packs.list(slice_.id) if float(p.fps) == float(spec.fps)]
+    if at_fps:  # say what the ones there lack
+        best = max(at_fps, key=lambda p: (len(p.spec.streams or ()), p.spec.max_horizon, p.spec.max_history))
+        _checked(slice_, best, spec, horizon, history)
+        raise missing  # they lack nothing else: the size of their images (find says it)
+    for i in range(1, len(slice_.segments)):  # a stream some segment lacks: said before anything is packed
+        segment = slice_.segment(i)
+        for name in spec.streams():
+            segment.stream(name)
+    world = World.detect()
+    if world.world_size > 1 or world.num_workers > 0 or not _writable(store):
+        raise PackNotFound(f"{slice_.id}: no pack at {spec.fps:g} fps. Run: rayform pack {slice_.id} --fps {spec.fps:g}")
+    from rayform.pack import PackSpec
+    from rayform.packer.driver import (
+        pack_slice,  # the packer (and tqdm) only when packing
+    )
+
+    log.warning("rayform: %s has no pack at %g fps; packing it now into %s", slice_.id, spec.fps, store.display)
+    # In this process only: a pool would re-import the user's (often unguarded) script.
+    return pack_slice(slice_, PackSpec(fps=spec.fps, max_horizon=max(16, spec.horizon), max_history=history),
+                      workers=1)
+
+
+def _checked(slice_: Slice, pack: Pack, spec: SampleSpec, horizon: int, history: int) -> Pack:
+    """``pack``, if it serves ``spec``; else one error saying what it lacks and how to pack it."""
+    run = f"Run: rayform pack {slice_.id} --fps {spec.fps:g}"
+    if float(pack.fps) != float(spec.fps):
+        raise InvalidInput(f"{slice_.id}: pack {pack.key} is at {pack.fps:g} fps, the dataset asks {spec.fps:g}. "
+                           f"Ask fps={pack.fps:g}, or name a pack at {spec.fps:g} fps")
+    lacking = [name for name in spec.streams() if name not in (pack.spec.streams or ())]
+    if lacking:
+        raise StreamNotFound(
+            f"{slice_.id}: no stream {lacking[0]!r} in its pack {pack.key} at {spec.fps:g} fps. It has: "
+            f"{', '.join(pack.spec.streams or ())}. {run} "
+            f"--streams {','.join(dict.fromkeys([*(pack.spec.streams or ()), *spec.streams()]))}"
+        )
+    if history > pack.spec.max_history:
+        raise InvalidInput(f"{slice_.id}: a history {history} steps back is beyond its pack's {pack.spec.max_history} "
+                           f"at {spec.fps:g} fps. {run} --history {history}")
+    if horizon > pack.spec.max_horizon:
+        raise InvalidInput(f"{slice_.id}: horizon {spec.horizon} is beyond the pack's maximum "
+                           f"{pack.spec.max_horizon} at {spec.fps:g} fps. {run} --horizon {spec.horizon}")
+    if not serves_size(pack, spec.resize):
+        size = pack.spec.resize
+        assert size is not None
+        raise InvalidInput(f"{slice_.id}: pack {pack.key} holds images resized to {size[0]}x{size[1]}; "
+                           f"the dataset asks {'their recorded size' if spec.resize is None else spec.resize} "
+                           f"(a resized pack serves its own size only). Ask resize=({size[0]}, {size[1]}), or "
+                           f"name another pack")
+    return pack
+
+
+def check_streams(slice_: Slice, wanted: Sequence[str]) -> None:
+    """Every stream asked for is one the slice records (its first segment's), or one error
+    naming the closest it has: a misspelt name is no reason to pack again."""
+    have = slice_.segment(0).streams
+    for name in wanted:
+        if name not in have:
+            close = difflib.get_close_matches(name, list(have), n=1)
+            hint = f" Did you mean {close[0]!r}?" if close else ""
+            raise StreamNotFound(f"{slice_.id}: no stream {name!r} in the slice.{hint} It has: {', '.join(sorted(have))}")
+
+
+def _writable(store: CachedStore) -> bool:
+    if store.is_local:
+        return os.access(store.root, os.W_OK)
+    return not store.offline
