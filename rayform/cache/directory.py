@@ -38,18 +38,16 @@ from typing import Any, TypeVar
 
 from rayform import config, names
 from rayform.cache import eviction
+from rayform.cache.marks import VERIFIED_DIR, mark_verified, verify_once
 from rayform.errors import IntegrityError, InvalidInput, StoreError
 from rayform.sizes import parse_size
 from rayform.store.atomic import (
     STALE_TEMP_SECONDS,
-    VERIFIED_DIR,
     is_temporary,
-    mark_verified,
     open_temporary,
     publish,
     sweep_temporaries,
     unlink_if_present,
-    verify_once,
     write_atomic,
 )
 from rayform.untrusted import json_document

@@ -28,9 +28,10 @@ from typing import IO, Any, TypeVar
 from rayform import config
 from rayform.cache.arrival import Arrival
 from rayform.cache.directory import ShardCache
+from rayform.cache.marks import read_known_good, verify_once
 from rayform.cache.transfer import ShardStream, Transfer
 from rayform.errors import BlobNotFound, IntegrityError, OfflineError, StoreError
-from rayform.store.atomic import canonical_json, read_known_good, verify_once
+from rayform.store.content import canonical_json
 from rayform.store.objectread import SequentialRead
 from rayform.store.retry import Retry
 from rayform.store.store import Store

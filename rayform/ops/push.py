@@ -29,7 +29,7 @@ from rayform.ops.verify import pack_blobs, slice_blobs
 from rayform.pack import Pack
 from rayform.recordings.segments import SegmentRef
 from rayform.recordings.slices import Slice
-from rayform.store.atomic import CHUNK
+from rayform.store.content import CHUNK
 from rayform.store.store import Store
 
 IN_MEMORY_BYTES = 64 << 20  # a larger blob is spooled through a temporary file

@@ -13,7 +13,7 @@ from rayform.errors import NotFound, RayformError
 from rayform.pack import Pack
 from rayform.recordings.segments import Segments
 from rayform.recordings.slices import Slice
-from rayform.store.atomic import CHUNK
+from rayform.store.content import CHUNK
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from rayform.errors import InvalidInput
-from rayform.store.atomic import canonical_json, sha256_hex
+from rayform.store.content import canonical_json, sha256_hex
 
 CODECS = ("keep", "jpeg", "png")
 PACK_FORMAT = "rayform.pack/1"

@@ -22,7 +22,7 @@ a 66 MB shard of a large slice was 60 MB more in a worker, between one page drop
 next).
 
 Verification: a shard is hashed whole before its first use (once per file version for all
-processes: ``files.verify_once``), except where a random reader reads a local store's shard
+processes: ``marks.verify_once``), except where a random reader reads a local store's shard
 of a pack with chunk digests: there each 1 MiB chunk a sample spans is hashed before the
 sample is built (``ChunkCheck``), so a first batch over a large slice hashes megabytes, not
 the gigabytes of every shard it touches.
@@ -44,6 +44,7 @@ from typing import Any
 
 import numpy as np
 
+from rayform.cache import marks
 from rayform.cache.arrival import Arrival
 from rayform.cache.eviction import Pin
 from rayform.cache.store_view import CachedStore, StoreRef
@@ -51,7 +52,6 @@ from rayform.codec import records
 from rayform.errors import BlobNotFound, IntegrityError, Malformed, StoreError
 from rayform.pack.manifest import Pack
 from rayform.read.resident import resident_file_bytes
-from rayform.store import atomic as files
 from rayform.store.retry import Retry
 
 MAX_MAPS = 256  # shards kept mapped (and pinned) per reader; each costs a file descriptor
@@ -232,7 +232,7 @@ class PackReader:
         path = Path(self.store.backend.blob_path(info.sha256))
         try:
             with open(path, "rb") as f:
-                stamp = files.stamp_of(path)
+                stamp = marks.stamp_of(path)
                 size = os.fstat(f.fileno()).st_size
                 if size != info.bytes:
                     raise IntegrityError(f"{what}: {size} bytes in {self.store.display}, the pack says {info.bytes}. "
@@ -240,7 +240,7 @@ class PackReader:
                 m = _map_file(f.fileno())
         except (FileNotFoundError, NotADirectoryError):
             raise BlobNotFound(f"{what}: not in {self.store.display}") from None
-        if not files.known_good(path, info.sha256, stamp):
+        if not marks.known_good(path, info.sha256, stamp):
             chunks = self.shard_chunks(shard)
             assert chunks is not None
             self._chunked[shard] = ChunkCheck(path, info.sha256, stamp, chunks, self.pack.chunk_bytes, info.bytes, what)
@@ -321,7 +321,7 @@ class PackReader:
 class ChunkCheck:
     """A mapped shard whose bytes are verified chunk by chunk (against the pack's chunk
     digests) as samples are read from it; once every chunk has been, the file is remembered
-    as verified whole, for every process (``files.mark_good``).
+    as verified whole, for every process (``marks.mark_good``).
 
     A chunk is hashed from a read into one reused buffer, not through the map: a sample
     needs a few KiB of its chunk's MiB, and the rest would stay in the process's resident
@@ -352,8 +352,8 @@ class ChunkCheck:
             self.left -= 1
         if self.left:
             return False
-        if files.stamp_of(self.path) == self.stamp:  # unchanged while it was read: it is whole and good
-            files.mark_good(self.path, self.digest, self.stamp)
+        if marks.stamp_of(self.path) == self.stamp:  # unchanged while it was read: it is whole and good
+            marks.mark_good(self.path, self.digest, self.stamp)
         return True
 
 

@@ -36,15 +36,8 @@ from rayform.errors import (
     StoreError,
 )
 from rayform.store import objectread
-from rayform.store.atomic import (
-    canonical_json,
-    copy_atomic,
-    hash_file,
-    move_atomic,
-    sha256_hex,
-    sweep_temporaries,
-    write_atomic,
-)
+from rayform.store.atomic import copy_atomic, move_atomic, sweep_temporaries, write_atomic
+from rayform.store.content import canonical_json, hash_file, sha256_hex
 from rayform.untrusted import json_document
 
 log = logging.getLogger("rayform")

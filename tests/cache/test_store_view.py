@@ -43,7 +43,7 @@ def test_a_bad_cached_copy_is_dropped_and_fetched_again(tmp_path):
     os.chmod(path, 0o644)
     path.write_bytes(b"z" * 5000)
     fresh = CachedStore(view.backend, ShardCache(tmp_path / "cache"))  # a new process: not verified yet
-    import rayform.store.atomic as files
+    import rayform.cache.marks as files
 
     files._VERIFIED.clear()
     assert fresh.local_blob(digest).read_bytes() == b"y" * 5000

@@ -6,7 +6,7 @@ import pytest
 
 import rayform
 from rayform.cache.directory import ShardCache
-from rayform.store.atomic import hash_file
+from rayform.store.content import hash_file
 
 
 def _stream(url: str, slice_id: str, cache_dir, **kw) -> rayform.torch.StreamingEpisodeDataset:

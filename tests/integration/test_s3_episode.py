@@ -14,7 +14,7 @@ from torch.utils.data import DataLoader
 import rayform
 from rayform.cache.directory import ShardCache
 from rayform.errors import OfflineError
-from rayform.store.atomic import hash_file
+from rayform.store.content import hash_file
 
 pytestmark = pytest.mark.s3
 

@@ -16,7 +16,7 @@ from torch.utils.data import DataLoader
 import rayform
 from rayform.cache.directory import ShardCache
 from rayform.errors import IntegrityError, OfflineError, StoreError
-from rayform.store.atomic import hash_file
+from rayform.store.content import hash_file
 from rayform.torch.tensors import to_torch
 
 pytestmark = [pytest.mark.s3, pytest.mark.timeout(300)]

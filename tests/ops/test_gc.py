@@ -105,7 +105,7 @@ def test_a_ref_gc_cannot_read_stops_it_before_anything_is_deleted(base_store, tm
     shutil.copytree(base_store, root)
     c = rayform.Client(root)
     c.store.backend.put_blob(b"old orphan")
-    _age(c.store, rayform.store.atomic.sha256_hex(b"old orphan"), 2 * HOUR)
+    _age(c.store, rayform.store.content.sha256_hex(b"old orphan"), 2 * HOUR)
     key = next(k for k in _refs(root) if k.startswith("refs/slices/"))
     (root / key).write_text('{"id": "slc_00000000", "manifest": "../../etc/passwd"}')
     before = sorted(b.digest for b in c.store.backend.list_blobs())

@@ -144,8 +144,8 @@ def test_pages_are_dropped_when_the_mapped_pages_reach_the_budget_not_before(tmp
 def chunked(tmp_path, monkeypatch):
     """A local store whose pack has shards of many 16 KiB chunks; nothing remembered as verified."""
     import rayform
+    from rayform.cache import marks as files
     from rayform.converters.demo import DemoConfig, ingest_demo
-    from rayform.store import atomic as files
 
     c = rayform.Client(tmp_path / "store")
     s = c.slices.create(ingest_demo(c, "lab", DemoConfig(episodes=2, seconds=3.0, image_size=64)))
@@ -160,7 +160,7 @@ def chunked(tmp_path, monkeypatch):
 
 
 def _reference(c, pack, ids):
-    from rayform.store import atomic as files
+    from rayform.cache import marks as files
 
     reader = PackReader(c.store, pack, pack.members)  # whole shards hashed first
     out = [{k: bytes(v) for k, v in raw.items()} for _, raw in reader.raw_many(ids)]
@@ -172,7 +172,7 @@ def _reference(c, pack, ids):
 
 
 def test_a_random_reader_of_a_local_store_hashes_the_chunks_it_reads_not_whole_shards(chunked, monkeypatch):
-    from rayform.store import atomic as files
+    from rayform.cache import marks as files
 
     c, s, pack = chunked
     ids = [3, pack.samples // 2, pack.samples - 1]

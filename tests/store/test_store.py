@@ -8,7 +8,7 @@ import uuid
 import pytest
 
 from rayform.errors import BlobNotFound, IntegrityError, NotFound
-from rayform.store.atomic import canonical_json, sha256_hex
+from rayform.store.content import canonical_json, sha256_hex
 from rayform.store.store import Store, redact
 
 

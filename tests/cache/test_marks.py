@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from rayform.store import atomic as files
+from rayform.cache import marks as files
 
 
 @pytest.fixture
