@@ -23,7 +23,7 @@ import numpy as np
 from rayform.client import Client
 from rayform.codec import imagecodec
 from rayform.errors import NotFound
-from rayform.recordings.segments import SegmentRef, segment_id
+from rayform.recordings.segment_writer import SegmentRef, segment_id
 from rayform.recordings.streams import ArrayStream, ImageStream, PoseStream, Stream
 
 EPOCH_NS = 1_760_000_000 * 10**9  # a fixed, plausible wall-clock start

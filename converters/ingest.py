@@ -19,7 +19,7 @@ from rayform.cache.store_view import StoreRef
 from rayform.client import Client
 from rayform.errors import InvalidInput, RayformError
 from rayform.jobs import JobRunner, finishing
-from rayform.recordings.segments import SegmentRef
+from rayform.recordings.segment_writer import SegmentRef
 from rayform.recordings.slices import Slice
 from rayform.recordings.streams import Stream
 
@@ -141,7 +141,7 @@ def ingest(
         raise InvalidInput(f"format {fmt!r}: one of {', '.join(sorted(FORMATS))}")
     from tqdm.auto import tqdm
 
-    from rayform.recordings.segments import check_site
+    from rayform.recordings.segment_writer import check_site
 
     check_site(site)
     if not paths:

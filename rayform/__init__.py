@@ -21,7 +21,7 @@ _PUBLIC = {
     "RayformError": "rayform.errors", "SegmentNotFound": "rayform.errors", "SliceNotFound": "rayform.errors",
     "StoreError": "rayform.errors", "StreamNotFound": "rayform.errors",
     "Pack": "rayform.pack", "PackSpec": "rayform.pack",
-    "Segment": "rayform.recordings.segments", "SegmentRef": "rayform.recordings.segments",
+    "Segment": "rayform.recordings.segment_reader", "SegmentRef": "rayform.recordings.segment_writer",
     "Slice": "rayform.recordings.slices",
     "ArrayStream": "rayform.recordings.streams", "ImageStream": "rayform.recordings.streams",
     "PoseStream": "rayform.recordings.streams",
@@ -52,7 +52,8 @@ if TYPE_CHECKING:
         StreamNotFound,
     )
     from rayform.pack import Pack, PackSpec
-    from rayform.recordings.segments import Segment, SegmentRef
+    from rayform.recordings.segment_reader import Segment
+    from rayform.recordings.segment_writer import SegmentRef
     from rayform.recordings.slices import Slice
     from rayform.recordings.streams import ArrayStream, ImageStream, PoseStream
     from rayform.store.store import Store

@@ -19,7 +19,7 @@ from rayform.cli.words import dtype_in_words, plural
 from rayform.client import Client
 from rayform.pack import Pack
 from rayform.pack.catalog import preferred
-from rayform.recordings.segments import Segment
+from rayform.recordings.segment_reader import Segment
 from rayform.recordings.streams import StreamInfo
 from rayform.sizes import format_size
 

@@ -27,7 +27,7 @@ from rayform.client import Client
 from rayform.errors import BlobNotFound, IntegrityError, InvalidInput, NotFound, PackNotFound
 from rayform.ops.verify import pack_blobs, slice_blobs
 from rayform.pack import Pack
-from rayform.recordings.segments import SegmentRef
+from rayform.recordings.segment_writer import SegmentRef
 from rayform.recordings.slices import Slice
 from rayform.store.content import CHUNK
 from rayform.store.store import Store

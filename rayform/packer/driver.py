@@ -46,7 +46,7 @@ from rayform.packer.render import member_format
 from rayform.packer.runs import Piece, RunJob, RunResult, render_run
 from rayform.packer.scratch import SCRATCH, LocalScratch, Scratch, StoreScratch, writing
 from rayform.packer.tar_writer import ShardFile
-from rayform.recordings.segments import Segment
+from rayform.recordings.segment_reader import Segment
 from rayform.recordings.slices import Slice
 from rayform.store.atomic import scratch_dir, sweep_scratch
 

@@ -13,7 +13,7 @@ import numpy as np
 from rayform.errors import InvalidInput
 from rayform.pack.spec import PackSpec
 from rayform.packer import align
-from rayform.recordings.segments import Segment
+from rayform.recordings.segment_reader import Segment
 from rayform.recordings.slices import SliceSegment
 
 

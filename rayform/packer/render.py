@@ -28,7 +28,8 @@ from rayform.pack.spec import PackSpec
 from rayform.packer import align
 from rayform.packer.plan import Task
 from rayform.packer.tar_writer import Buffer
-from rayform.recordings.segments import Segment, Segments
+from rayform.recordings.segment_reader import Segment
+from rayform.recordings.segments import Segments
 
 
 def member_format(source_encoding: str, dtype: str, spec: PackSpec) -> str:

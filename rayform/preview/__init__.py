@@ -24,7 +24,7 @@ from rayform.errors import InvalidInput, PackNotFound
 from rayform.pack import Pack, Packs
 from rayform.preview.packed import PackedSamples
 from rayform.preview.sheet import contact_sheet
-from rayform.recordings.segments import Segment
+from rayform.recordings.segment_reader import Segment
 from rayform.recordings.slices import Slice
 
 if TYPE_CHECKING:

@@ -10,7 +10,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from rayform.preview.packed import PackedSamples
-from rayform.recordings.segments import Segment
+from rayform.recordings.segment_reader import Segment
 
 CHUNKS_DRAWN = 6  # action chunks drawn per stream, evenly spaced over the segment
 LEGEND_MAX = 12  # elements named in a legend; more are left unnamed

@@ -17,7 +17,7 @@ import numpy as np
 
 from rayform.errors import InvalidInput
 from rayform.preview.packed import PackedSamples
-from rayform.recordings.segments import Segment
+from rayform.recordings.segment_reader import Segment
 from rayform.recordings.slices import Slice
 
 TIMELINE = "time"

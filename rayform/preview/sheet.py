@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from PIL import Image, ImageDraw
 
-from rayform.recordings.segments import Segment
+from rayform.recordings.segment_reader import Segment
 
 CELL_WIDTH = 200  # pixels a frame is scaled to
 LABEL = 14  # pixels of the stamp under each frame

@@ -9,7 +9,7 @@ import numpy as np
 
 from rayform.errors import InvalidInput
 from rayform.preview.sheet import displayable
-from rayform.recordings.segments import Segment
+from rayform.recordings.segment_reader import Segment
 
 CODECS = ("libx264", "h264", "mpeg4")  # the first one this PyAV build can encode
 

@@ -20,7 +20,9 @@ from rayform.errors import (
     NotFound,
     SliceNotFound,
 )
-from rayform.recordings.segments import Segment, SegmentRef, Segments, check_site
+from rayform.recordings.segment_reader import Segment
+from rayform.recordings.segment_writer import SegmentRef, check_site
+from rayform.recordings.segments import Segments
 from rayform.recordings.splits import check_fractions, split_of
 from rayform.untrusted import array_list, integer, mapping, string
 

@@ -10,7 +10,7 @@ import rayform
 from rayform.errors import IntegrityError, SliceNotFound
 from rayform.ops.push import push
 from rayform.ops.verify import pack_blobs, slice_blobs, verify
-from rayform.recordings.segments import SegmentRef
+from rayform.recordings.segment_writer import SegmentRef
 
 
 def _closure(client, slice_):

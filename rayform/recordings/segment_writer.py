@@ -1,0 +1,211 @@
+"""Storing a segment: its streams checked and written as blobs, then its manifest, whose hash
+is the version. Nothing here makes a segment visible: that is its ref (``segments``).
+
+A segment's id is derived from its site and name, so re-ingesting the same recording finds
+the same segment; a change in any byte makes a new version.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from rayform import names
+from rayform.cache.store_view import CachedStore
+from rayform.codec import imagecodec, records
+from rayform.errors import InvalidInput
+from rayform.frames import FRAMES
+from rayform.recordings.streams import (
+    ArrayStream,
+    ImageStream,
+    PoseStream,
+    Stream,
+    StreamInfo,
+    check_stream_name,
+    check_timestamps,
+)
+
+SEGMENT_FORMAT = "rayform.segment/1"
+IMAGE_CHUNK_BYTES = 16 << 20  # frames are stored in blobs of about this size
+
+
+def check_site(site: str) -> str:
+    return names.site(site)
+
+
+def segment_id(site: str, name: str) -> str:
+    return "seg_" + hashlib.sha256(f"{site}\0{name}".encode()).hexdigest()[:12]
+
+
+@dataclass(frozen=True)
+class SegmentRef:
+    """What ``segments.add`` returns: a segment id and the version that was stored."""
+
+    id: str
+    version: str
+    site: str
+    name: str
+
+
+class SegmentWriter:
+    """Writes segments' blobs and manifests into one store."""
+
+    def __init__(self, store: CachedStore):
+        self.store = store
+
+    def put(self, site: str, name: str, streams: Sequence[Stream], meta: Mapping[str, Any] | None = None,
+            allow_nonfinite: bool = False) -> SegmentRef:
+        """Check and store one segment's data and manifest (not yet visible: ``Segments.record``)."""
+        check_site(site)
+        if not isinstance(name, str) or not name or len(name) > 1024:
+            raise InvalidInput(f"segment name {str(name)[:80]!r}: a non-empty string of at most 1024 characters")
+        if not streams:
+            raise InvalidInput(f"segment {site}/{name}: no streams")
+        sid = segment_id(site, name)
+        entries: dict[str, Any] = {}
+        for stream in streams:
+            check_stream_name(stream.name)
+            if stream.name in entries:
+                raise InvalidInput(f"segment {site}/{name}: stream {stream.name!r} given twice")
+            try:
+                entries[stream.name] = self._put_stream(stream, allow_nonfinite).to_manifest()
+            except InvalidInput as e:  # which segment, for a source of many
+                raise type(e)(f"segment {site}/{name}: {e}") from None
+        manifest = {
+            "format": SEGMENT_FORMAT,
+            "id": sid,
+            "site": site,
+            "name": name,
+            "meta": dict(meta or {}),
+            "streams": entries,
+        }
+        version = self.store.put_json_blob(manifest)
+        return SegmentRef(sid, version, site, name)
+
+    def _put_stream(self, stream: Stream, allow_nonfinite: bool = False) -> StreamInfo:
+        if isinstance(stream, ImageStream):
+            return self._put_images(stream)
+        if isinstance(stream, (ArrayStream, PoseStream)):
+            return self._put_array(stream, allow_nonfinite)
+        raise InvalidInput(f"{stream!r}: not an ImageStream, ArrayStream or PoseStream")
+
+    def _put_array(self, stream: ArrayStream | PoseStream, allow_nonfinite: bool = False) -> StreamInfo:
+        values = np.asarray(stream.values)
+        if values.dtype.kind not in "biuf":
+            raise InvalidInput(f"stream {stream.name}: dtype {values.dtype} is not numeric or bool")
+        if values.ndim == 0:
+            raise InvalidInput(f"stream {stream.name}: values must be (N, ...), got a scalar")
+        ts = check_timestamps(stream.name, stream.timestamps, len(values))
+        if values.dtype.kind == "f" and not allow_nonfinite and isinstance(stream, ArrayStream):
+            check_finite(stream.name, values, ts)
+        frame = names = None
+        kind = "array"
+        if isinstance(stream, PoseStream):
+            kind = "pose"
+            frame = stream.frame
+            if frame not in FRAMES:
+                raise InvalidInput(f"stream {stream.name}: frame {frame!r} is not one of {FRAMES}")
+            if values.shape[1:] != (7,):
+                raise InvalidInput(f"stream {stream.name}: poses are (N, 7) x,y,z,qx,qy,qz,qw; got {values.shape}")
+            values = values.astype(np.float64)
+            if not np.all(np.isfinite(values)):
+                bad = int(np.flatnonzero(~np.isfinite(values).all(axis=1))[0])
+                raise InvalidInput(f"stream {stream.name}: pose {bad} is not finite ({values[bad].tolist()})")
+            norms = np.linalg.norm(values[:, 3:], axis=1)
+            off = ~(np.abs(norms - 1) < 1e-3)
+            if off.any():
+                bad = int(np.flatnonzero(off)[0])
+                raise InvalidInput(f"stream {stream.name}: quaternion {bad} has norm {norms[bad]:.4f}, not 1")
+        elif stream.names is not None:
+            names = tuple(stream.names)
+            if values.ndim != 2 or values.shape[1] != len(names):
+                raise InvalidInput(f"stream {stream.name}: {len(names)} names for values of shape {values.shape}")
+        return StreamInfo(
+            name=stream.name,
+            kind=kind,
+            count=len(values),
+            dtype=values.dtype.str,
+            shape=tuple(values.shape[1:]),
+            timestamps=self.store.put_blob(records.to_npy(ts)),
+            data=((self.store.put_blob(records.to_npy(values)), len(values)),),
+            units=stream.units,
+            names=names,
+            frame=frame,
+            meta=dict(stream.meta),
+        )
+
+    def _put_images(self, stream: ImageStream) -> StreamInfo:
+        frames = stream.frames
+        ts = check_timestamps(stream.name, stream.timestamps, len(frames))
+        if isinstance(frames, np.ndarray):
+            if frames.ndim not in (3, 4) or frames.dtype.kind not in "uf":
+                raise InvalidInput(
+                    f"stream {stream.name}: raw frames must be (N, H, W[, C]) unsigned or float, "
+                    f"got {frames.shape} {frames.dtype}"
+                )
+            per_chunk = max(1, IMAGE_CHUNK_BYTES // max(1, frames[0].nbytes))
+            chunks = tuple(
+                (self.store.put_blob(records.to_npy(frames[i : i + per_chunk])), len(frames[i : i + per_chunk]))
+                for i in range(0, len(frames), per_chunk)
+            )
+            return StreamInfo(
+                name=stream.name, kind="image", count=len(frames), dtype=frames.dtype.str,
+                shape=tuple(frames.shape[1:]), timestamps=self.store.put_blob(records.to_npy(ts)),
+                data=chunks, encoding="raw", meta=dict(stream.meta),
+            )
+        encoding = _common_encoding(stream.name, frames)
+        first = imagecodec.decode(frames[0], encoding, what=f"stream {stream.name} frame 0")
+        _check_frame_sizes(stream.name, frames, encoding, first.shape[:2])
+        return StreamInfo(
+            name=stream.name, kind="image", count=len(frames), dtype=first.dtype.str,
+            shape=tuple(first.shape), timestamps=self.store.put_blob(records.to_npy(ts)),
+            data=tuple(self._put_frame_chunks(frames)), encoding=encoding,
+            sizes=self.store.put_blob(records.to_npy(np.array([len(f) for f in frames], np.int64))),
+            meta=dict(stream.meta),
+        )
+
+    def _put_frame_chunks(self, frames: Sequence[bytes]) -> Iterable[tuple[str, int]]:
+        buf: list[bytes] = []
+        size = 0
+        for f in frames:
+            buf.append(bytes(f))
+            size += len(f)
+            if size >= IMAGE_CHUNK_BYTES:
+                yield self.store.put_blob(b"".join(buf)), len(buf)
+                buf, size = [], 0
+        if buf:
+            yield self.store.put_blob(b"".join(buf)), len(buf)
+
+
+def check_finite(name: str, values: np.ndarray, t_ns: np.ndarray) -> None:
+    """Refuse a NaN or an infinity, naming the stream's first row that holds one."""
+    finite = np.isfinite(values).reshape(len(values), -1).all(axis=1)
+    if not finite.all():
+        row = int(np.flatnonzero(~finite)[0])
+        shown = np.array2string(np.asarray(values[row]).ravel()[:8], precision=4, separator=", ")
+        raise InvalidInput(
+            f"stream {name}: row {row} (t = {int(t_ns[row])} ns) is not finite {shown}; "
+            f"{int((~finite).sum())} of {len(values)} rows are not. Fix the source, or keep them with "
+            "allow_nonfinite=True (rayform ingest --allow-nonfinite): statistics then leave them out"
+        )
+
+
+def _check_frame_sizes(name: str, frames: Sequence[bytes], encoding: str, size: tuple[int, ...]) -> None:
+    """Every frame of a stream has the first one's height and width (read from its header)."""
+    for i, f in enumerate(frames):
+        hw = imagecodec.dimensions(f, encoding, what=f"stream {name} frame {i}")
+        if hw != tuple(size):
+            raise InvalidInput(f"stream {name}: frame {i} is {hw[1]}x{hw[0]}, frame 0 is {size[1]}x{size[0]}; "
+                               "a stream's frames share one size")
+
+
+def _common_encoding(name: str, frames: Sequence[bytes]) -> str:
+    first = imagecodec.sniff(frames[0])
+    for i, f in enumerate(frames):
+        if not bytes(f[:3]) == bytes(frames[0][:3]):
+            raise InvalidInput(f"stream {name}: frame {i} is {imagecodec.sniff(f)}, frame 0 is {first}")
+    return first
