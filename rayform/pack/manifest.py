@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import zlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +32,57 @@ class ShardInfo:
     sha256: str
     bytes: int
     samples: int
+
+
+@dataclass(frozen=True)
+class SegmentCount:
+    """What a pack manifest says of one segment of the slice."""
+
+    id: str
+    version: str
+    site: str
+    samples: int
+    instants: int
+    dropped: Mapping[str, int]
+
+
+def write_manifest(*, slice_id: str, slice_digest: str, spec: PackSpec, schema: Mapping[str, StreamSchema],
+                   members: Sequence[str], shards: Sequence[ShardInfo], index: str, chunk_bytes: int, chunks: str,
+                   stats: Mapping[str, StreamStats], segments: Sequence[SegmentCount]) -> dict[str, Any]:
+    """The manifest of a pack, as the packer stores it and ``Pack`` reads it back (one form, here):
+    ``index`` names the offset index blob, ``chunks`` the blob of chunk digests."""
+    by_stream: dict[str, int] = {}
+    for s in segments:
+        for name, n in s.dropped.items():
+            by_stream[name] = by_stream.get(name, 0) + int(n)
+    return {
+        "format": PACK_FORMAT,
+        "slice": slice_id,
+        "slice_digest": slice_digest,
+        "spec": spec.to_manifest(),
+        "schema": {n: s.to_manifest() for n, s in schema.items()},
+        "members": list(members),
+        **shard_fields(shards, index, chunk_bytes, chunks),
+        "samples": sum(s.samples for s in segments),
+        "stats": {k: v.to_manifest() for k, v in stats.items()},
+        "instants": sum(s.instants for s in segments),
+        "dropped": {"instants": sum(s.instants - s.samples for s in segments), "by_stream": by_stream},
+        "segments": [{"id": s.id, "version": s.version, "site": s.site, "samples": s.samples, "instants": s.instants,
+                      "dropped": dict(s.dropped)} for s in segments],
+    }
+
+
+def shard_fields(shards: Sequence[ShardInfo], index: str, chunk_bytes: int, chunks: str) -> dict[str, Any]:
+    """What a manifest says of its stored shards: the list in order, the offset index blob and
+    the blob of chunk digests."""
+    return {"shards": [{"sha256": s.sha256, "bytes": s.bytes, "samples": s.samples} for s in shards],
+            "index": index, "chunks": {"bytes": chunk_bytes, "digests": chunks}}
+
+
+def pack_ref(digest: str, spec: PackSpec, made: str) -> dict[str, Any]:
+    """The ref that names a pack's manifest (``refs/packs/<slice>/<key>.json``): its spec and
+    when it was made (ISO 8601 UTC), which orders the packs that serve the same ask."""
+    return {"manifest": digest, "spec": spec.to_manifest(), "created": made}
 
 
 class Pack:

@@ -22,7 +22,6 @@ import os
 import shutil
 from collections.abc import Iterator
 from concurrent.futures import Executor
-from typing import Any
 
 import numpy as np
 from tqdm.auto import tqdm
@@ -33,8 +32,8 @@ from rayform.errors import InvalidInput, NotFound
 from rayform.jobs import JobRunner
 from rayform.pack.catalog import Packs
 from rayform.pack.layout import StreamSchema, members_of
-from rayform.pack.manifest import Pack
-from rayform.pack.spec import PACK_FORMAT, PackSpec
+from rayform.pack.manifest import Pack, SegmentCount, ShardInfo, pack_ref, write_manifest
+from rayform.pack.spec import PackSpec
 from rayform.packer import estimate
 from rayform.packer import tar_writer as shard_files
 from rayform.packer.assemble import ShardJob, write_shard
@@ -126,28 +125,14 @@ def _render_pack(slice_: Slice, spec: PackSpec, executor: Executor | None, worke
     finally:
         _remove_runs(scratch, runs)
 
-    manifest = {
-        "format": PACK_FORMAT,
-        "slice": slice_.id,
-        "slice_digest": slice_.digest,
-        "spec": spec.to_manifest(),
-        "schema": {n: s.to_manifest() for n, s in schema.items()},
-        "members": list(members),
-        **shard_fields(store, shards, shard_files.CHUNK_BYTES),
-        "samples": total,
-        "stats": {k: v.to_manifest() for k, v in stats.items()},
-        "instants": sum(p.instants for p in plans),
-        "dropped": _dropped(plans),
-        "segments": [
-            {"id": p.segment_id, "version": p.version, "site": p.site, "samples": len(p.times),
-             "instants": p.instants, "dropped": p.dropped}
-            for p in plans
-        ],
-    }
+    manifest = write_manifest(
+        slice_id=slice_.id, slice_digest=slice_.digest, spec=spec, schema=schema, members=members,
+        shards=[ShardInfo(s.sha256, s.bytes, s.samples) for s in shards], index=index_blob(store, shards),
+        chunk_bytes=shard_files.CHUNK_BYTES, chunks=store.put_blob(b"".join(s.chunks for s in shards)), stats=stats,
+        segments=[SegmentCount(p.segment_id, p.version, p.site, len(p.times), p.instants, p.dropped) for p in plans])
     digest = store.put_json_blob(manifest)
     made = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="microseconds")
-    store.put_ref(f"refs/packs/{slice_.id}/{spec.key()}.json",
-                  {"manifest": digest, "spec": spec.to_manifest(), "created": made})
+    store.put_ref(f"refs/packs/{slice_.id}/{spec.key()}.json", pack_ref(digest, spec, made))
     pack = Pack(digest, manifest)
     if pack.dropped["instants"]:
         log.info("%s: dropped %d of %d instants as stale (%s)", slice_.id, pack.dropped["instants"],
@@ -155,17 +140,7 @@ def _render_pack(slice_: Slice, spec: PackSpec, executor: Executor | None, worke
     return pack
 
 
-def shard_fields(store: CachedStore, shards: list[ShardFile], chunk_bytes: int) -> dict[str, Any]:
-    """What a pack manifest says of its stored shards, in order: the shard list, the offset
-    index blob and the chunk digests blob."""
-    return {
-        "shards": [{"sha256": s.sha256, "bytes": s.bytes, "samples": s.samples} for s in shards],
-        "index": _index_blob(store, shards),
-        "chunks": {"bytes": chunk_bytes, "digests": store.put_blob(b"".join(s.chunks for s in shards))},
-    }
-
-
-def _index_blob(store: CachedStore, shards: list[ShardFile]) -> str:
+def index_blob(store: CachedStore, shards: list[ShardFile]) -> str:
     """The offset index (``(samples, 1 + columns)`` int64 npy: shard, then the shard's row),
     written shard by shard to a file (720 MB for ten million samples: not built in memory)."""
     columns = 1 + (shards[0].index.shape[1] if shards else 0)
@@ -251,11 +226,3 @@ def _schema(segments: list[Segment], spec: PackSpec) -> dict[str, StreamSchema]:
         else:
             out[name] = StreamSchema(name, info.kind, member, info.dtype, info.shape, info.units, info.names, info.frame)
     return out
-
-
-def _dropped(plans: list[SegmentPlan]) -> dict[str, Any]:
-    by_stream: dict[str, int] = {}
-    for p in plans:
-        for name, n in p.dropped.items():
-            by_stream[name] = by_stream.get(name, 0) + n
-    return {"instants": sum(p.dropped_instants for p in plans), "by_stream": by_stream}
