@@ -4,9 +4,9 @@ As fsspec layers ``filecache::`` over a filesystem, :class:`CachedStore` layers 
 :class:`ShardCache` over a :class:`Store`. It alone owns:
 
 - **a verified local copy of blob D**: a local store's own file, checked once per process;
-  a remote store's copy in the cache, fetched whole (``local_blob``, ``fetch``: one fetcher
-  per blob on the machine, the others wait for its copy) or streamed while it is written
-  there (``stream``). A bad copy is never used;
+  a remote store's copy in the cache, fetched into it (``local_blob``, ``fetch``: one fetcher
+  per blob on the machine, the others read its copy as it arrives or wait for it). A bad copy
+  is never used;
 - **refs for offline use**: a remote store's refs are copied into the cache as they are
   read (only once they parse), and read from there when offline;
 - **the offline rule**: with ``RAYFORM_OFFLINE=1`` a non-local store is never reached. What
@@ -29,7 +29,7 @@ from rayform import config
 from rayform.cache.arrival import Arrival
 from rayform.cache.directory import ShardCache
 from rayform.cache.marks import read_known_good, verify_once
-from rayform.cache.transfer import ShardStream, Transfer
+from rayform.cache.transfer import Transfer
 from rayform.errors import BlobNotFound, IntegrityError, OfflineError, StoreError
 from rayform.store.content import canonical_json
 from rayform.store.objectread import SequentialRead
@@ -250,7 +250,7 @@ class CachedStore:
 
     def fetch(self, digest: str, size: int, what: str, retry: Retry = Retry(), chunks: bytes | None = None,
               chunk_bytes: int = 0, pull: str = "<slice>", arrival: Arrival | None = None) -> Path:
-        """A verified local copy of the blob, fetched as ``stream`` does where there is none
+        """A verified local copy of the blob, fetched chunk by chunk (``transfer``) where there is none
         (one fetcher per blob on this machine: the others wait for its copy). Under a cache
         limit another process may evict it as soon as it is in place: pin it (``ShardCache.pin``)
         to read it, and fetch again if that finds it gone. ``arrival`` (ended however this ends)
@@ -290,22 +290,6 @@ class CachedStore:
                          chunks, chunk_bytes, lock=lock).run(arrival=arrival)  # verified, renamed into place
                 found = self.cache.blob_path(digest)
         return found
-
-    def stream(self, digest: str, size: int, what: str, retry: Retry = Retry(), chunks: bytes | None = None,
-               chunk_bytes: int = 0, pull: str = "<slice>") -> ShardStream:
-        """The blob front to back: its verified local copy, or fetched from the store while
-        it is written into the cache (each chunk verified against ``chunks`` before it is handed
-        over, the whole against its name before it is kept)."""
-        found = self.local_copy(digest)
-        if found is not None:
-            return ShardStream(digest, size, what, local=found)
-        if self.cache is None:
-            return ShardStream(digest, size, what, local=self.local_blob(digest, what))  # raises: missing or bad
-        self._reach(what, pull)
-        return ShardStream(
-            digest, size, what, open_at=self._opener(digest, retry), arriving=self.cache.writer(digest, size),
-            origin=self.display, retry=retry, chunks=chunks, chunk_bytes=chunk_bytes,
-        )
 
     def _opener(self, digest: str, retry: Retry) -> Callable[[int], SequentialRead]:
         return lambda start: self.backend.read_from(digest, start, retry.timeout_s)

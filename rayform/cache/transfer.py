@@ -1,8 +1,8 @@
 """A shard as a stream: its verified local copy, or fetched from the store while it is
 written into the cache, hashed on the way and verified at the end.
 
-A fetcher thread reads the shard ahead of the reader (network, hashing and the cache write
-overlap decoding), with one streaming request where the store allows it (``objectread``).
+A fetch reads the shard on a thread of its own (network, hashing and the cache write overlap
+decoding), with one streaming request where the store allows it (``objectread``).
 A dropped connection, a stall or a busy server (503 Slow Down) mid-shard is tried again
 after a jittered, growing wait and the read resumes at the byte where it stopped, for as
 long as bytes keep coming (``retry.Retry``: a time budget, reset by progress); when it is
@@ -14,21 +14,17 @@ match, so a flipped bit stops the stream at its chunk, before anything reads it.
 the whole is checked against its name before it is renamed into the cache. (A pack made
 before chunk digests existed is fetched whole into the cache, verified, then read.)
 
-Both ways a shard arrives (``CachedStore.fetch``: into the cache, in the calling thread;
-``ShardStream``: handed over as it comes) are one :class:`Transfer`: the shard read chunk
-by chunk into one reused buffer (a fresh megabyte per read cost page faults, a tenth of a
+Every blob arrives as one :class:`Transfer` (``CachedStore.fetch`` for shards, whose samples
+are read as the chunks arrive, ``arrival``; whole for manifests and indexes): read chunk by
+chunk into one reused buffer (a fresh megabyte per read cost page faults, a tenth of a
 first epoch's CPU), each chunk verified and written into the cache once.
 """
 
 from __future__ import annotations
 
 import hashlib
-import queue
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
-from pathlib import Path
-from typing import BinaryIO
 
 from rayform.cache.arrival import Arrival
 from rayform.cache.directory import CacheWriter, FetchLock
@@ -42,8 +38,6 @@ from rayform.store import objectread
 from rayform.store.retry import Retry
 
 STREAM_CHUNK = 1 << 20  # bytes asked of the store per read (and handed over at a time without chunk digests)
-READ_AHEAD = 16  # chunks fetched ahead of the reader: 16 MiB a stream, so I/O overlaps decoding
-_JOIN_S = 10.0  # how long closing waits for the fetcher to notice (it drops its own partial copy)
 
 
 class Transfer:
@@ -159,129 +153,6 @@ def _read_some(src: objectread.SequentialRead, view: memoryview) -> int:
     data = src.read(len(view))
     view[: len(data)] = data
     return len(data)
-
-
-class ShardStream:
-    """A read-only file object over one shard, read front to back; ``what`` names it in
-    messages, digest included. Made by ``CachedStore.stream``.
-
-    From the cache it is the local file. From the store, a fetcher thread runs its
-    :class:`Transfer`, which tees it into the cache, and hands it over in verified chunks
-    up to ``READ_AHEAD`` ahead of the reader, so network, hashing and cache writes overlap
-    the reader's decoding. ``pos`` is where the reader is.
-    """
-
-    def __init__(self, digest: str, size: int, what: str, *, local: Path | None = None,
-                 open_at: Callable[[int], objectread.SequentialRead] | None = None,
-                 arriving: CacheWriter | None = None, origin: str = "", retry: Retry = Retry(),
-                 chunks: bytes | None = None, chunk_bytes: int = 0):
-        """From a verified ``local`` file; or fetched by ``open_at(byte)`` (a raw reader of the
-        blob from that byte on) into ``arriving``, ``origin`` naming where it comes from."""
-        self.digest, self.size, self.what = digest, size, what
-        self.chunks = chunks
-        self.pos = 0
-        self.from_cache = local is not None
-        self._verdict: IntegrityError | None = None
-        self._file: BinaryIO | None = None
-        self._fetcher: threading.Thread | None = None
-        if local is not None:
-            self._file = open(local, "rb")
-            return
-        assert open_at is not None and arriving is not None
-        self._chunks: queue.Queue[object] = queue.Queue(maxsize=READ_AHEAD)
-        self._stop = threading.Event()
-        self._transfer = Transfer(size, what, open_at, arriving, origin, retry, chunks, chunk_bytes, self._stop)
-        self._buf, self._off = b"", 0
-        self._done = False
-        self._fetcher = threading.Thread(target=self._fetch, name=f"rayform-fetch-{digest[:8]}", daemon=True)
-        self._fetcher.start()
-
-    @property
-    def verified_chunks(self) -> bool:
-        """True if every byte handed over is verified first (the pack names chunk digests)."""
-        return self.from_cache or self.chunks is not None
-
-    @property
-    def fetched(self) -> int:
-        """How far the fetcher got."""
-        return self.size if self.from_cache else self._transfer.fetched
-
-    # -- the fetcher (its own thread) ------------------------------------------------------
-    def _fetch(self) -> None:
-        """Run the transfer; the last item queued is None (whole and verified, now in the
-        cache), a verdict on the whole, or the error that ended it."""
-        last: _Verdict | BaseException | None = None
-        try:
-            self._transfer.run(self._put)
-        except IntegrityError as e:
-            last = _Verdict(e) if self._transfer.whole_mismatch else e  # a whole's mismatch: said at its end
-        except BaseException as e:  # handed to the reader, never lost in this thread
-            last = e
-        finally:
-            self._put(last)
-
-    def _put(self, item: object) -> None:
-        while not self._stop.is_set():
-            try:
-                self._chunks.put(item, timeout=0.1)
-                return
-            except queue.Full:
-                continue
-
-    # -- the reader ------------------------------------------------------------------------
-    def read(self, n: int = -1) -> bytes:
-        if self._file is not None:
-            data = self._file.read(n)
-            self.pos += len(data)
-            return data
-        parts = []
-        while n != 0 and not self._done:
-            if self._off == len(self._buf):
-                item = self._chunks.get()
-                if isinstance(item, bytes):
-                    self._buf, self._off = item, 0
-                    continue
-                self._done = True
-                if isinstance(item, _Verdict):
-                    self._verdict = item.error  # every byte was handed over: raised by finish()
-                elif isinstance(item, BaseException):
-                    raise item
-                break
-            take = len(self._buf) - self._off if n < 0 else min(n, len(self._buf) - self._off)
-            parts.append(self._buf if take == len(self._buf) else self._buf[self._off:self._off + take])
-            self._off += take
-            n -= take if n > 0 else 0
-        data = parts[0] if len(parts) == 1 else b"".join(parts)
-        self.pos += len(data)
-        return data
-
-    def finish(self) -> None:
-        """Read what is left and verify it (from the store: it is then in the cache)."""
-        while self.read(STREAM_CHUNK):
-            pass
-        self.close()
-        if self._verdict is not None:
-            raise self._verdict
-
-    def abort(self) -> None:
-        """Stop fetching; a partial or bad shard is never kept (the fetcher drops its copy)."""
-        self.close()
-
-    def close(self) -> None:
-        if self._file is not None:
-            self._file.close()
-            self._file = None
-        if self._fetcher is not None:
-            self._stop.set()
-            self._fetcher.join(_JOIN_S)
-            self._fetcher = None
-
-
-@dataclass(frozen=True)
-class _Verdict:
-    """The shard's bytes, all handed over, do not hash to its name (raised by ``finish``)."""
-
-    error: IntegrityError
 
 
 def _close_quietly(src: objectread.SequentialRead | None) -> None:
