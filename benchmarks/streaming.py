@@ -33,6 +33,7 @@ import loader as bench
 
 import rayform
 from rayform.diagnostics.batch_mixing import mixing
+from rayform.store.store import Store
 
 
 def start_moto() -> tuple[subprocess.Popen, str]:
@@ -99,7 +100,7 @@ def main() -> None:
         print(f"uploading {len(pack.shards)} shards to {endpoint} ...", file=sys.stderr, flush=True)
         root = Path(local.store.root)
         needed = [f"refs/slices/{slice_.id}.json", f"refs/packs/{slice_.id}/{pack.key}.json"]
-        needed += [local.store.backend.blob_key(d) for d in [slice_.digest, pack.digest, *pack.blobs()]]
+        needed += [Store.blob_key(d) for d in [slice_.digest, pack.digest, *pack.blobs()]]
         for key in needed:
             fs.put_file(str(root / key), f"bench/store/{key}")
 

@@ -22,8 +22,9 @@ Messages read ``subject: problem. fix``.
 
 from __future__ import annotations
 
+import contextlib
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import ParamSpec, TypeVar
 
 P = ParamSpec("P")
@@ -99,3 +100,13 @@ def raised_here(fn: Callable[P, R]) -> Callable[P, R]:
             raise e.with_traceback(None) from None
 
     return entry
+
+
+@contextlib.contextmanager
+def fixed_by(fix: str, *kinds: type[RayformError]) -> Iterator[None]:
+    """An error of ``kinds`` raised inside gets ``fix`` said after it: the layers below say what
+    failed, and the caller, who knows which slice or command it is about, says how to fix it."""
+    try:
+        yield
+    except kinds as e:
+        raise type(e)(f"{e}. {fix}") from None

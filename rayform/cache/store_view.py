@@ -1,4 +1,5 @@
-"""A store seen through the shard cache: the one way rayform reads and writes a store.
+"""A store seen through the shard cache: the one face rayform reads and writes a store through;
+nothing above the cache layer touches the store (``backend``) itself.
 
 As fsspec layers ``filecache::`` over a filesystem, :class:`CachedStore` layers a
 :class:`ShardCache` over a :class:`Store`. It alone owns:
@@ -20,24 +21,22 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, TypeVar
+from typing import IO, Any
 
 from rayform import config
+from rayform.cache import copying, fetching
 from rayform.cache.arrival import Arrival
 from rayform.cache.directory import ShardCache
+from rayform.cache.fetching import FetchRequest
 from rayform.cache.marks import read_known_good, verify_once
-from rayform.cache.transfer import Transfer
-from rayform.errors import BlobNotFound, IntegrityError, OfflineError, StoreError
+from rayform.errors import BlobNotFound, IntegrityError, InvalidInput, OfflineError
 from rayform.store.content import canonical_json
-from rayform.store.objectread import SequentialRead
 from rayform.store.retry import Retry
-from rayform.store.store import Store
+from rayform.store.store import Store, StoredBlob
 from rayform.untrusted import json_document
-
-T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -118,19 +117,18 @@ class CachedStore:
         """True when RAYFORM_OFFLINE=1 keeps rayform off this (non-local) store."""
         return self.cache is not None and config.offline()
 
-    def offline_error(self, what: str, missing: str = "", pull: str = "<slice>") -> OfflineError:
-        """The one offline message: ``what`` needs the store; ``missing`` says what the cache lacks."""
-        fix = (f"Run: rayform pull {pull}" if missing else
-               "Unset RAYFORM_OFFLINE to write to it, or use a local store (--store DIR)")
-        return OfflineError(f"{what}: {missing + ', and ' if missing else ''}RAYFORM_OFFLINE=1 forbids "
-                            f"reaching {self.display}. {fix}")
+    def offline_error(self, what: str, missing: str = "") -> OfflineError:
+        """The one offline message: ``what`` needs the store; ``missing`` says what the cache
+        lacks (how to get it is the caller's to add, who knows which slice it is of)."""
+        if missing:
+            return OfflineError(f"{what}: {missing}, and RAYFORM_OFFLINE=1 forbids reaching {self.display}")
+        return OfflineError(f"{what}: RAYFORM_OFFLINE=1 forbids reaching {self.display}. Unset RAYFORM_OFFLINE to "
+                            "write to it, or use a local store (--store DIR)")
 
-    def _reach(self, what: str, pull: str = "<slice>") -> None:
+    def reach(self, what: str) -> None:
+        """Raise the offline error where RAYFORM_OFFLINE=1 forbids reaching this store for ``what``."""
         if self.offline:
-            raise self._uncached(what, pull)
-
-    def _uncached(self, what: str, pull: str) -> OfflineError:
-        return self.offline_error(what, f"not in the cache {self.cache.root if self.cache else '-'}", pull)
+            raise self.offline_error(what, f"not in the cache {self.cache_root}")
 
     def _reach_to_write(self, what: str) -> None:
         if self.offline:
@@ -171,7 +169,7 @@ class CachedStore:
             return self.cache.has(digest)
         return self.backend.has_blob(digest)
 
-    def get_blob(self, digest: str, what: str = "", pull: str = "<slice>") -> bytes:
+    def get_blob(self, digest: str, what: str = "") -> bytes:
         """The blob's bytes, verified (for a remote store: through its cached copy)."""
         if self.cache is None:
             if self.backend.is_local:
@@ -179,14 +177,14 @@ class CachedStore:
                 if known is not None:
                     return known
             return self.backend.get_blob(digest)
-        return self.local_blob(digest, what, pull).read_bytes()
+        return self.local_blob(digest, what).read_bytes()
 
     def get_json_blob(self, digest: str, what: str = "manifest") -> dict[str, Any]:
         return json_document(self.get_blob(digest, f"{what} {digest[:16]}"), f"{what} {digest[:16]} in {self.display}")
 
     def open_blob(self, digest: str) -> IO[bytes]:
         """A raw stream of the blob in the store, NOT verified: the caller hashes what it reads."""
-        self._reach(f"blob {digest[:16]}")
+        self.reach(f"blob {digest[:16]}")
         return self.backend.open_blob(digest)
 
     def local_copy(self, digest: str) -> Path | None:
@@ -196,8 +194,7 @@ class CachedStore:
         path = Path(self.backend.blob_path(digest))
         return path if path.is_file() and verify_once(path, digest) else None
 
-    def local_blob(self, digest: str, what: str = "", pull: str = "<slice>",
-                   on_bytes: Callable[[int], Any] | None = None) -> Path:
+    def local_blob(self, digest: str, what: str = "", on_bytes: Callable[[int], Any] | None = None) -> Path:
         """A verified local file of the blob: fetched into the cache first where it is not
         there (``on_bytes`` counts what arrives). A bad blob in a local store is an error."""
         what = what or f"blob {digest[:16]}"
@@ -210,89 +207,48 @@ class CachedStore:
                 raise BlobNotFound(f"{what}: not in {self.display}")
             raise IntegrityError(f"{what} in {self.display}: its bytes do not match its name "
                                  f"({digest[:16]}). The stored copy is corrupt; re-create it from its source")
-        self._reach(what, pull)
+        self.reach(what)
         with self.cache.fetching(digest):
             found = self.local_copy(digest)  # fetched by another process while we waited
-            return found if found is not None else self._fetch_whole(digest, what, on_bytes)
+            return found if found is not None else fetching.fetch_whole(self, digest, what, on_bytes)
 
-    def _fetch_whole(self, digest: str, what: str, on_bytes: Callable[[int], Any] | None) -> Path:
-        """A blob fetched whole into the cache, verified against its name, through the same
-        resumed, throttling-proof read a shard takes (``fetch.Transfer``)."""
-        assert self.cache is not None
-        try:
-            size = self.retrying(lambda: self.backend.blob_size(digest), what)
-        except BlobNotFound:
-            raise BlobNotFound(f"{what}: not in {self.display}") from None
-        if size == 0:
-            arriving = self.cache.writer(digest)
-            try:
-                return arriving.commit(f"{what} from {self.display}")
-            finally:
-                arriving.discard()
-        transfer = Transfer(size, what, self._opener(digest, self.retry), self.cache.writer(digest, size), self.display,
-                            self.retry)
-        transfer.run(deliver=(lambda data: on_bytes(len(data))) if on_bytes else None)
-        return self.cache.blob_path(digest)
+    def fetch(self, request: FetchRequest, arrival: Arrival | None = None) -> Path:
+        """A verified local copy of ``request``'s blob, fetched chunk by chunk where there is none
+        (``fetching``: one fetcher per blob on this machine, the others read its copy as it
+        arrives or wait for it). Under a cache limit another process may evict it as soon as it
+        is in place: pin it (``ShardCache.pin``) to read it, and fetch again if that finds it
+        gone. ``arrival`` (ended however this ends) lets another thread read the copy while it
+        arrives, where chunks are verified."""
+        return fetching.fetch(self, request, arrival)
 
-    def retrying(self, read: Callable[[], T], what: str) -> T:
-        """``read()`` tried again after a transient failure (a dropped connection, 503 Slow Down),
-        as ``retry`` says, until its budget is spent: then one StoreError saying how long."""
-        attempts = self.retry.attempts()
-        while True:
-            try:
-                return read()
-            except StoreError as e:
-                cause = e.__cause__ if e.__cause__ is not None else e
-                if not isinstance(e.__cause__, BaseException) or not attempts.wait(cause):
-                    if attempts.failed:
-                        raise StoreError(f"{what}: {e} (gave up after {attempts.spent()})") from e
-                    raise
+    # -- what the store-wide commands need ---------------------------------------------
+    def list_blobs(self) -> Iterator[StoredBlob]:
+        """Every blob the store holds, with its size and age (``rayform gc``)."""
+        self.reach("listing the blobs")
+        return self.backend.list_blobs()
 
-    def fetch(self, digest: str, size: int, what: str, retry: Retry = Retry(), chunks: bytes | None = None,
-              chunk_bytes: int = 0, pull: str = "<slice>", arrival: Arrival | None = None) -> Path:
-        """A verified local copy of the blob, fetched chunk by chunk (``transfer``) where there is none
-        (one fetcher per blob on this machine: the others wait for its copy). Under a cache
-        limit another process may evict it as soon as it is in place: pin it (``ShardCache.pin``)
-        to read it, and fetch again if that finds it gone. ``arrival`` (ended however this ends)
-        lets another thread read the copy while it arrives, where chunks are verified."""
-        try:
-            found = self._fetch(digest, size, what, retry, chunks, chunk_bytes, pull, arrival)
-        except BaseException as e:
-            if arrival is not None:
-                arrival.end(e)
-            raise
-        if arrival is not None:
-            arrival.end()
-        return found
+    def blob_file(self, digest: str) -> Path:
+        """The file of a blob in a local store (not verified: see ``local_copy``)."""
+        if not self.is_local:
+            raise InvalidInput(f"{self.display}: not a local store; its blobs have no local file but their copies")
+        return Path(self.backend.blob_path(digest))
 
-    def _fetch(self, digest: str, size: int, what: str, retry: Retry, chunks: bytes | None, chunk_bytes: int,
-               pull: str, arrival: Arrival | None) -> Path:
-        found = self.local_copy(digest)
-        if found is not None:
-            return found
-        if self.cache is None:
-            return self.local_blob(digest, what, pull)  # raises: missing or bad
-        self._reach(what, pull)
-        if arrival is not None and chunks is not None:
-            elsewhere = self.cache.arriving_elsewhere(digest)  # another process of the machine fetches it now
-            if elsewhere is not None:
-                arrival.begin_elsewhere(elsewhere, size)
-        with self.cache.fetching(digest) as lock:
-            found = self.local_copy(digest)
-            if found is None:
-                if arrival is not None and arrival.elsewhere is not None:  # that fetch failed: said to the reader
-                    arrival.end(StoreError(
-                        f"{what}: the process fetching it into {self.cache.root} stopped at byte "
-                        f"{arrival.reached()} of {size}, before the sample read here. Run again"))
-                    arrival = None
-                # read in this thread (the caller's fetch threads give the concurrency): no hand-over
-                Transfer(size, what, self._opener(digest, retry), self.cache.writer(digest, size), self.display, retry,
-                         chunks, chunk_bytes, lock=lock).run(arrival=arrival)  # verified, renamed into place
-                found = self.cache.blob_path(digest)
-        return found
+    def read_range(self, digest: str, start: int, size: int) -> bytes:
+        """``size`` bytes of a blob from ``start``, straight from the store and NOT verified: the
+        caller checks them (a pack's scratch sections carry their own hashes)."""
+        self.reach(f"blob {digest[:16]}")
+        return self.backend.read_range(digest, start, size)
 
-    def _opener(self, digest: str, retry: Retry) -> Callable[[int], SequentialRead]:
-        return lambda start: self.backend.read_from(digest, start, retry.timeout_s)
+    def presign(self, digests: Iterable[str]) -> None:
+        """Sign read URLs for these blobs now, where the store signs them: a DataLoader worker
+        forked later finds them signed and makes its first request at once."""
+        if not self.is_local and not self.offline:
+            self.backend.presign(digests)
+
+    def copy_to(self, dest: CachedStore, digest: str) -> int | None:
+        """Copy one blob to ``dest``, verified before a byte of it is written there (``copying``):
+        its size, or None where ``dest`` has it already."""
+        return copying.copy_blob(self, dest, digest)
 
     # -- refs --------------------------------------------------------------------------
     def get_ref(self, key: str, parse: Callable[[dict[str, Any]], Any] | None = None) -> Any:
@@ -304,9 +260,9 @@ class CachedStore:
         if self.offline:
             cached = self.cache.get_ref(self.id, key)
             if cached is None:
-                raise self._uncached(name, name if key.startswith("refs/slices/") else "<slice>")
+                raise self.offline_error(name, f"not in the cache {self.cache_root}")
             return parse(cached) if parse is not None else cached
-        data = self.retrying(lambda: self.backend.get_ref_bytes(key), f"ref {key}")
+        data = fetching.retrying(self, lambda: self.backend.get_ref_bytes(key), f"ref {key}")
         parsed = self.backend.parse_ref(key, data, parse)  # a ref that does not parse never reaches the cache
         if self.cache.get_ref(self.id, "store.json") is None:  # lets `rayform cache` name the store
             self.cache.put_ref(self.id, "store.json", canonical_json({"url": self.display}))

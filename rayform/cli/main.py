@@ -18,7 +18,7 @@ from typing import Any, NoReturn
 
 from rayform import __version__
 from rayform.cli.profiles import apply as apply_profile
-from rayform.errors import RayformError
+from rayform.errors import OfflineError, RayformError
 
 EXIT_USER = 2
 EXIT_CORRUPT = 1  # bad blobs found by verify, and any failure that is not a RayformError
@@ -250,7 +250,9 @@ def _run(argv: Sequence[str] | None) -> int:
         if args.debug:
             raise
         _close_bars()
-        print(f"rayform: error: {e}", file=sys.stderr)
+        fix = "" if not isinstance(e, OfflineError) or "Run:" in str(e) or "Unset" in str(e) else \
+            ". Pull the slice it is of first: rayform pull SLICE, with RAYFORM_OFFLINE unset"
+        print(f"rayform: error: {e}{fix}", file=sys.stderr)
         return EXIT_USER
     except BrokenPipeError:  # the reader went away (`rayform stats … | head`): nothing to report
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit

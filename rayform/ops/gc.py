@@ -70,7 +70,7 @@ def collect(client: Client, *, delete: bool = False, grace_s: float = GRACE_S, n
     report = GcReport()
     keep = reachable(client)
     now = time.time() if now is None else now
-    for blob in client.store.backend.list_blobs():
+    for blob in client.store.list_blobs():
         if blob.digest in keep:
             report.reachable += 1
         elif blob.modified is None or now - blob.modified < grace_s:
@@ -83,7 +83,7 @@ def collect(client: Client, *, delete: bool = False, grace_s: float = GRACE_S, n
         report.reachable += len(saved)
         report.garbage = [b for b in report.garbage if b.digest not in again]
         for blob in report.garbage:
-            client.store.backend.delete_blob(blob.digest)
-        client.store.backend.sweep_temporaries()
+            client.store.delete_blob(blob.digest)
+        client.store.sweep_temporaries()
     report.deleted = delete
     return report

@@ -14,10 +14,7 @@ what arrived is skipped.
 
 from __future__ import annotations
 
-import hashlib
 import itertools
-import os
-import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -29,10 +26,7 @@ from rayform.ops.verify import pack_blobs, slice_blobs
 from rayform.pack import Pack
 from rayform.recordings.segment_writer import SegmentRef
 from rayform.recordings.slices import Slice
-from rayform.store.content import CHUNK
-from rayform.store.store import Store
 
-IN_MEMORY_BYTES = 64 << 20  # a larger blob is spooled through a temporary file
 THREADS = 8  # blobs copied at once: object stores answer each request with a latency
 
 
@@ -65,8 +59,7 @@ def push(source: Client, slice_id: str, dest: Client, fps: float | None = None, 
         blobs.setdefault(blob, what)
     bar = tqdm(total=len(blobs), unit="blob", desc=f"push {slice_.id}", disable=not progress, leave=False)
     with ThreadPoolExecutor(max(1, threads)) as pool:
-        for written in pool.map(lambda item: _copy(source, dest.store.backend, item[0], item[1], slice_.id),
-                                blobs.items()):
+        for written in pool.map(lambda item: _copy(source, dest, item[0], item[1], slice_.id), blobs.items()):
             if written is None:
                 report.present += 1
             else:
@@ -78,47 +71,17 @@ def push(source: Client, slice_id: str, dest: Client, fps: float | None = None, 
     return report
 
 
-def _copy(source: Client, dest: Store, digest: str, what: str, slice_id: str) -> int | None:
+def _copy(source: Client, dest: Client, digest: str, what: str, slice_id: str) -> int | None:
     """Copy one blob, verified; its size, or None if the destination had it."""
-    if dest.has_blob(digest):
-        return None
     where = f"{what} (blob {digest[:16]})"
-    local = source.store.local_copy(digest)  # verified: a local store, or a cached copy
-    if local is not None:
-        dest.put_blob_file(local, digest)
-        return local.stat().st_size
-    backend = source.store.backend
     try:
-        size = backend.blob_size(digest)
-        if size <= IN_MEMORY_BYTES:
-            data = backend.get_blob(digest)
-            dest.put_blob(data)
-            return len(data)
-        return _spooled(backend, dest, digest, where)
+        return source.store.copy_to(dest.store, digest)
     except NotFound:
-        raise BlobNotFound(f"{where}: missing from {backend.display}, so it cannot be pushed. "
+        raise BlobNotFound(f"{where}: missing from {source.store.display}, so it cannot be pushed. "
                            f"Run: rayform verify {slice_id} to see what else is") from None
     except IntegrityError:
-        raise IntegrityError(f"{where} in {backend.display}: its bytes do not match its name; nothing of it "
+        raise IntegrityError(f"{where} in {source.store.display}: its bytes do not match its name; nothing of it "
                              "was pushed. Re-create it from its source") from None
-
-
-def _spooled(source: Store, dest: Store, digest: str, where: str) -> int:
-    """A large blob through a temporary file, hashed as it arrives, put once it matches."""
-    fd, tmp = tempfile.mkstemp(prefix="rayform-push-")
-    try:
-        h, size = hashlib.sha256(), 0
-        with os.fdopen(fd, "wb") as out, source.open_blob(digest) as src:
-            while chunk := src.read(CHUNK):
-                h.update(chunk)
-                out.write(chunk)
-                size += len(chunk)
-        if h.hexdigest() != digest:
-            raise IntegrityError(f"{where} in {source.display}: its bytes hash to {h.hexdigest()[:16]}")
-        dest.put_blob_file(tmp, digest)
-        return size
-    finally:
-        os.unlink(tmp)
 
 
 def _push_refs(source: Client, slice_: Slice, packs: list[Pack], dest: Client, report: PushReport) -> None:
@@ -154,7 +117,7 @@ def _made(source: Client, key: str) -> dict[str, str]:
 def _names_another(dest: Client, key: str, manifest: str) -> bool:
     """Whether the destination has a ref at ``key`` naming another manifest than ``manifest``."""
     try:
-        theirs = dest.store.backend.get_ref(key)
+        theirs = dest.store.get_ref(key)
     except NotFound:
         return False
     return bool(theirs.get("manifest") != manifest)

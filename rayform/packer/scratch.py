@@ -156,11 +156,11 @@ class StoreScratch:
 
     def read(self, section: Section) -> bytes:
         store = self.store_ref.open()
-        data = store.backend.read_range(names.digest(section.run), section.offset, section.size)
+        data = store.read_range(names.digest(section.run), section.offset, section.size)
         if len(data) != section.size or hashlib.sha256(data).hexdigest() != section.sha256:
             raise IntegrityError(f"pack run {section.run[:16]} in {store.display}: the section at "
                                  f"{section.offset} is not the bytes written there; pack again")
         return data
 
     def remove(self, run: str) -> None:
-        self.store_ref.open().backend.delete_blob(run)
+        self.store_ref.open().delete_blob(run)

@@ -33,6 +33,7 @@ the parent's maps and opens its own on first use.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import mmap
 import os
@@ -47,9 +48,10 @@ import numpy as np
 from rayform.cache import marks
 from rayform.cache.arrival import Arrival
 from rayform.cache.eviction import Pin
+from rayform.cache.fetching import FetchRequest
 from rayform.cache.store_view import CachedStore, StoreRef
 from rayform.codec import records
-from rayform.errors import BlobNotFound, IntegrityError, Malformed, StoreError
+from rayform.errors import BlobNotFound, IntegrityError, Malformed, OfflineError, StoreError, fixed_by
 from rayform.pack.manifest import Pack
 from rayform.read.resident import resident_file_bytes
 from rayform.store.retry import Retry
@@ -125,7 +127,8 @@ class PackReader:
         """The sha256 of every chunk of every shard (32 bytes each), or None for an older pack."""
         self._owned()
         if self._chunks is None and self.pack.chunk_blob is not None:
-            data = self.store.get_blob(self.pack.chunk_blob, self.what("chunk digests", self.pack.chunk_blob), self.pull)
+            with self.offline_fix():
+                data = self.store.get_blob(self.pack.chunk_blob, self.what("chunk digests", self.pack.chunk_blob))
             if len(data) != 32 * self.pack.chunk_count:
                 raise Malformed(f"{self.pack.slice_id}: chunk digests {self.pack.chunk_blob[:16]} hold "
                                 f"{len(data)} bytes for {self.pack.chunk_count} chunks")
@@ -160,8 +163,10 @@ class PackReader:
         """Bring shard ``shard`` into the cache (its verified local copy if it is there);
         ``arrival``: see ``CachedStore.fetch``."""
         info = self.pack.shards[shard]
-        return self.store.fetch(info.sha256, info.bytes, self.what(f"shard {shard}", info.sha256), retry,
-                                self.shard_chunks(shard), self.pack.chunk_bytes, self.pull, arrival)
+        request = FetchRequest(info.sha256, info.bytes, self.what(f"shard {shard}", info.sha256),
+                               self.shard_chunks(shard), self.pack.chunk_bytes, retry)
+        with self.offline_fix():
+            return self.store.fetch(request, arrival)
 
     def pinned(self, shard: int, retry: Retry | None = None, arrival: Arrival | None = None
                ) -> tuple[Path, Pin | None]:
@@ -229,7 +234,7 @@ class PackReader:
     def _map_by_chunks(self, shard: int) -> mmap.mmap:
         info = self.pack.shards[shard]
         what = self.what(f"shard {shard}", info.sha256)
-        path = Path(self.store.backend.blob_path(info.sha256))
+        path = self.store.blob_file(info.sha256)
         try:
             with open(path, "rb") as f:
                 stamp = marks.stamp_of(path)
@@ -315,7 +320,12 @@ class PackReader:
         return f"{self.pack.slice_id}: {thing} ({digest[:16]}) at {self.pack.fps:g} fps"
 
     def _local(self, digest: str, thing: str) -> Path:
-        return self.store.local_blob(digest, self.what(thing, digest), self.pull)
+        with self.offline_fix():
+            return self.store.local_blob(digest, self.what(thing, digest))
+
+    def offline_fix(self) -> contextlib.AbstractContextManager[None]:
+        """Offline, a blob of this pack the cache lacks comes with the command that fetches it."""
+        return fixed_by(f"Run: rayform pull {self.pull}", OfflineError)
 
 
 class ChunkCheck:

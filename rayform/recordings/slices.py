@@ -18,7 +18,9 @@ from rayform.errors import (
     InvalidInput,
     Malformed,
     NotFound,
+    OfflineError,
     SliceNotFound,
+    fixed_by,
 )
 from rayform.recordings.segment_reader import Segment
 from rayform.recordings.segment_writer import SegmentRef, check_site
@@ -176,7 +178,9 @@ class Slices:
             raise SliceNotFound(f"{str(slice_id)[:80]!r}: not a slice id (they look like slc_7c1e04aa) or name")
         what = f"ref of {slice_id} in {self.store.display}"
         try:
-            digest = self.store.get_ref(f"refs/slices/{slice_id}.json", parse=lambda r: _ref_manifest(r, slice_id, what))
+            with fixed_by(f"Run: rayform pull {slice_id}", OfflineError):
+                digest = self.store.get_ref(f"refs/slices/{slice_id}.json",
+                                            parse=lambda r: _ref_manifest(r, slice_id, what))
         except NotFound:
             raise SliceNotFound(
                 f"{slice_id}: no such slice in {self.store.display}. "

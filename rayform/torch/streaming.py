@@ -167,8 +167,7 @@ class StreamingEpisodeDataset(Normalization, IterableDataset[dict[str, Any]]):
                 # first shards at once, and cached epochs read by offset (offline too).
                 _ = reader.index
                 reader.chunk_digests()
-                if not reader.store.is_local:
-                    reader.store.backend.presign(info.sha256 for info in reader.pack.shards[:PRESIGNED])
+                reader.store.presign(info.sha256 for info in reader.pack.shards[:PRESIGNED])
         self._epoch = torch.zeros(1, dtype=torch.int64).share_memory_()  # type: ignore[no-untyped-call]
         self._next = 0  # the next step this reader makes
         self._resume: tuple[int, int | None] = (0, None)  # (step, the worker whose state it is)

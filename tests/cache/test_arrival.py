@@ -15,6 +15,7 @@ import pytest
 
 import rayform
 from rayform.cache.arrival import Arrival
+from rayform.cache.fetching import FetchRequest
 from rayform.errors import IntegrityError, StoreError
 from rayform.store.retry import Retry
 
@@ -59,7 +60,7 @@ def _gate(monkeypatch, store, data, gate, go, die=False):
 
 
 def _fetch(store, data, digest, chunks, arrival):
-    return store.fetch(digest, len(data), "shard 0", Retry(budget_s=0), chunks, CHUNK, arrival=arrival)
+    return store.fetch(FetchRequest(digest, len(data), "shard 0", chunks, CHUNK, Retry(budget_s=0)), arrival)
 
 
 def _bytes(arrival: Arrival, end: int) -> bytes:

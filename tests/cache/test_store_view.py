@@ -11,6 +11,7 @@ import rayform
 from rayform.cache.directory import ShardCache
 from rayform.cache.store_view import CachedStore, StoreRef
 from rayform.errors import BlobNotFound, IntegrityError, OfflineError
+from rayform.recordings.slices import Slices
 from rayform.store.store import Store
 
 
@@ -79,8 +80,11 @@ def test_offline_reads_the_cache_and_nothing_else(tmp_path, monkeypatch):
     assert list(view.list_refs("refs/slices")) == ["refs/slices/slc_00000001.json"]
     with pytest.raises(OfflineError, match=f"blob {other[:16]}: not in the cache .*RAYFORM_OFFLINE=1"):
         view.get_blob(other)
-    with pytest.raises(OfflineError, match="slc_00000002: not in the cache.*Run: rayform pull slc_00000002"):
+    with pytest.raises(OfflineError, match="slc_00000002: not in the cache") as info:
         view.get_ref("refs/slices/slc_00000002.json")
+    assert "Run:" not in str(info.value)  # the store says what is missing; which command fetches it is
+    with pytest.raises(OfflineError, match="slc_00000002: not in the cache.*Run: rayform pull slc_00000002"):
+        Slices(view).get("slc_00000002")  # the slices' to say, who know which slice it is
     with pytest.raises(OfflineError, match="writing a blob: RAYFORM_OFFLINE=1 forbids"):
         view.put_blob(b"new")
 

@@ -44,11 +44,11 @@ def test_an_interrupted_push_leaves_no_ref_and_the_next_one_copies_only_the_rest
     real = store_type.put_blob_file  # a local source's blobs go over as files
     calls = {"n": 0}
 
-    def cut_after_five(self, path, digest=None):
+    def cut_after_five(self, path, digest=None, **kw):
         calls["n"] += 1
         if calls["n"] > 5:
             raise rayform.errors.StoreError("connection reset (simulated cut)")
-        return real(self, path, digest)
+        return real(self, path, digest, **kw)
 
     with monkeypatch.context() as m:
         m.setattr(store_type, "put_blob_file", cut_after_five)
