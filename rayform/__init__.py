@@ -26,11 +26,12 @@ _PUBLIC = {
     "ArrayStream": "rayform.recordings.streams", "ImageStream": "rayform.recordings.streams",
     "PoseStream": "rayform.recordings.streams",
     "ShardCache": "rayform.cache.directory", "CachedStore": "rayform.cache.store_view", "Store": "rayform.store.store",
+    "Retry": "rayform.store.retry",
 }
 
 __all__ = [
     "ArrayStream", "CachedStore", "Client", "ImageStream", "IntegrityError", "InvalidInput", "Malformed", "NotFound",
-    "OfflineError", "Pack", "PackNotFound", "PackSpec", "PoseStream", "RayformError", "Segment", "SegmentNotFound",
+    "OfflineError", "Pack", "PackNotFound", "PackSpec", "PoseStream", "RayformError", "Retry", "Segment", "SegmentNotFound",
     "SegmentRef", "ShardCache", "Slice", "SliceNotFound", "Store", "StoreError", "StreamNotFound", "__version__",
 ]
 
@@ -56,6 +57,7 @@ if TYPE_CHECKING:
     from rayform.recordings.segment_writer import SegmentRef
     from rayform.recordings.slices import Slice
     from rayform.recordings.streams import ArrayStream, ImageStream, PoseStream
+    from rayform.store.retry import Retry
     from rayform.store.store import Store
 
 

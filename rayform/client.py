@@ -12,6 +12,7 @@ from rayform.errors import InvalidInput, raised_here
 from rayform.pack import Pack, Packs, PackSpec
 from rayform.recordings.segments import Segments
 from rayform.recordings.slices import Slice, Slices
+from rayform.store.retry import Retry
 from rayform.store.store import Store
 
 
@@ -24,17 +25,23 @@ class Client:
 
     ``store`` is any fsspec URL (a directory, ``s3://bucket/prefix``, ``memory://name``) or a
     :class:`Store`; ``storage_options`` go to fsspec (for S3: ``endpoint_url``, ``key``,
-    ``secret``, …). ``client.store`` is the :class:`CachedStore` everything reads through.
+    ``secret``, …). ``retry`` says how a read that meets a busy or flaky store (503 Slow Down, a
+    dropped connection) is tried again: for as long as its time budget since the last byte, by
+    default five minutes (:class:`Retry`). ``client.store`` is the :class:`CachedStore` that
+    everything made from this client (slices, packs, datasets) reads through.
     """
 
     def __init__(self, store: str | os.PathLike[str] | Store | CachedStore | None = None,
                  storage_options: dict[str, Any] | None = None,
-                 cache: ShardCache | str | os.PathLike[str] | None = None, cache_limit: int | str | None = None):
+                 cache: ShardCache | str | os.PathLike[str] | None = None, cache_limit: int | str | None = None,
+                 retry: Retry = Retry()):
         if cache_limit is not None:
             if isinstance(cache, ShardCache):
                 raise InvalidInput("Client: give cache_limit to the ShardCache you pass, or pass a cache directory")
             cache = ShardCache(cache, cache_limit)
-        self.store = CachedStore.open(store, storage_options, cache)
+        if not isinstance(retry, Retry):
+            raise InvalidInput(f"retry {str(retry)[:60]!r}: give a rayform.Retry(...)")
+        self.store = CachedStore.open(store, storage_options, cache, retry)
         self.segments = Segments(self.store)
         self.slices = Slices(self.store)
         self.packs = Packs(self.store)

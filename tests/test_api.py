@@ -8,11 +8,11 @@ import rayform
 
 PUBLIC = [
     "ArrayStream", "CachedStore", "Client", "ImageStream", "IntegrityError", "InvalidInput", "Malformed",
-    "NotFound", "OfflineError", "Pack", "PackNotFound", "PackSpec", "PoseStream", "RayformError", "Segment",
+    "NotFound", "OfflineError", "Pack", "PackNotFound", "PackSpec", "PoseStream", "RayformError", "Retry", "Segment",
     "SegmentNotFound", "SegmentRef", "ShardCache", "Slice", "SliceNotFound", "Store", "StoreError",
     "StreamNotFound", "__version__",
 ]
-TORCH = ["EpisodeDataset", "Retry", "SampleSpec", "ShuffleConfig", "Split", "StreamingEpisodeDataset", "World"]
+TORCH = ["Action", "EpisodeDataset", "Retry", "SampleSpec", "ShuffleConfig", "Split", "StreamingEpisodeDataset", "World"]
 
 
 def test_rayform_exports_exactly_its_public_names():

@@ -16,7 +16,8 @@ from rayform.converters.demo import DemoConfig, ingest_demo
 from rayform.errors import RayformError
 from rayform.pack.manifest import Pack
 from rayform.read.reader import PackReader, _check_rows, _map_index
-from rayform.sample.builder import SampleBuilder, SampleSpec
+from rayform.sample.builder import SampleBuilder
+from rayform.sample.spec import SampleSpec
 
 SEED = 20261203
 HOSTILE_VALUES = [None, True, -1, 0, 2**63, 1e308, float("nan"), "", "../../x", "/etc/passwd", "A" * 64,
@@ -69,7 +70,7 @@ def packed(tmp_path_factory):
 def test_records_and_npy_headers(packed):
     client, s, pack = packed
     reader = PackReader(client.store, pack, pack.members)
-    spec = SampleSpec(("cam0/rgb", "joints/position"), "joints/position_delta", horizon=8, frame="optical")
+    spec = SampleSpec.of(("cam0/rgb", "joints/position"), "joints/position_delta", horizon=8, frame="optical")
     builder = SampleBuilder(pack, spec)
     rng = random.Random(SEED)
     key, raw = reader.raw(0)

@@ -47,10 +47,11 @@ class StoreRef:
     storage_options: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
     cache_dir: str | None = None
     cache_limit: int | None = None
+    retry: Retry = Retry()
 
     def open(self) -> CachedStore:
         return CachedStore(Store(self.url, self.storage_options),
-                           ShardCache(self.cache_dir, self.cache_limit) if self.cache_dir else None)
+                           ShardCache(self.cache_dir, self.cache_limit) if self.cache_dir else None, self.retry)
 
 
 class CachedStore:
@@ -65,12 +66,12 @@ class CachedStore:
     @classmethod
     def open(cls, store: str | os.PathLike[str] | Store | CachedStore | None = None,
              storage_options: dict[str, Any] | None = None,
-             cache: ShardCache | str | os.PathLike[str] | None = None) -> CachedStore:
+             cache: ShardCache | str | os.PathLike[str] | None = None, retry: Retry = Retry()) -> CachedStore:
         """A cached view of ``store`` (a URL, a Store, or a view whose cache is replaced)."""
         if isinstance(store, CachedStore):
             store = store.backend
         backend = store if isinstance(store, Store) else Store(store, storage_options)
-        return cls(backend, cache if isinstance(cache, ShardCache) or cache is None else ShardCache(cache))
+        return cls(backend, cache if isinstance(cache, ShardCache) or cache is None else ShardCache(cache), retry)
 
     def __repr__(self) -> str:
         return f"CachedStore({self.display!r}, cache={str(self.cache.root) if self.cache else None!r})"
@@ -100,7 +101,7 @@ class CachedStore:
     def ref(self) -> StoreRef:
         cache = self.cache
         return StoreRef(self.backend.url, self.backend.storage_options, str(cache.root) if cache else None,
-                        cache.limit if cache else None)
+                        cache.limit if cache else None, self.retry)
 
     @property
     def cache_root(self) -> str:

@@ -13,7 +13,8 @@ from rayform.cache.store_view import CachedStore
 from rayform.pack import Pack
 from rayform.pack.layout import LOWDIM
 from rayform.read.reader import PackReader
-from rayform.sample.builder import SampleBuilder, SampleSpec
+from rayform.sample.builder import SampleBuilder
+from rayform.sample.spec import SampleSpec
 
 BATCH = 512  # index rows read at a time
 
@@ -43,7 +44,7 @@ class PackedSamples:
         part is read."""
         streams = [n for n, s in pack.schema.items() if s.kind != "image"]
         horizon = max(1, pack.spec.max_horizon)
-        builders = [(n, SampleBuilder(pack, SampleSpec(obs=[n], action=n, fps=pack.fps, horizon=horizon)))
+        builders = [(n, SampleBuilder(pack, SampleSpec.of(obs=[n], action=n, fps=pack.fps, horizon=horizon)))
                     for n in streams]
         reader = PackReader(store, pack, [LOWDIM])
         found: dict[str, list[tuple[int, dict[str, np.ndarray], np.ndarray]]] = {s: [] for s in segment_ids}

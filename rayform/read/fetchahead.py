@@ -19,7 +19,6 @@ from rayform.cache.arrival import Arrival
 from rayform.cache.directory import ShardCache
 from rayform.cache.eviction import Pin
 from rayform.read.reader import PackReader
-from rayform.store.retry import Retry
 
 THREADS = 4  # shards fetched at once per reader: enough to keep a loopback or LAN link busy
 AHEAD = 4  # shards fetched (and pinned) before the reader gets to them, at most
@@ -32,9 +31,8 @@ class FetchAhead:
     arrival until the reader is done with it (``done``), so a limited cache never evicts a
     shard between its fetch and its read."""
 
-    def __init__(self, readers: list[PackReader], retry: Retry, threads: int = THREADS, ahead: int | None = None):
+    def __init__(self, readers: list[PackReader], threads: int = THREADS, ahead: int | None = None):
         self.readers = readers
-        self.retry = retry
         limited = any(r.store.cache is not None and r.store.cache.limit is not None for r in readers)
         self.ahead = max(1, ahead if ahead is not None else AHEAD_LIMITED if limited else AHEAD)
         self._pool = ThreadPoolExecutor(threads, thread_name_prefix="rayform-fetch")
@@ -112,7 +110,7 @@ class FetchAhead:
         return cache
 
     def _fetch(self, part: int, shard: int, arrival: Arrival) -> Pin | None:
-        return self.readers[part].pinned(shard, self.retry, arrival)[1]
+        return self.readers[part].pinned(shard, fetch=True, arrival=arrival)[1]
 
     def close(self) -> None:
         for future in self._pending.values():

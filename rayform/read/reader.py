@@ -54,7 +54,6 @@ from rayform.codec import records
 from rayform.errors import BlobNotFound, IntegrityError, Malformed, OfflineError, StoreError, fixed_by
 from rayform.pack.manifest import Pack
 from rayform.read.resident import resident_file_bytes
-from rayform.store.retry import Retry
 
 MAX_MAPS = 256  # shards kept mapped (and pinned) per reader; each costs a file descriptor
 # Bytes of mapped file pages this process may gain (RssFile; where the OS does not say, the
@@ -159,25 +158,24 @@ class PackReader:
             raise Malformed(f"index of {self.pack.slice_id}: a row names a shard outside 0..{len(self.pack.shards) - 1}")
         return shard
 
-    def fetch(self, shard: int, retry: Retry = Retry(), arrival: Arrival | None = None) -> Path:
-        """Bring shard ``shard`` into the cache (its verified local copy if it is there);
-        ``arrival``: see ``CachedStore.fetch``."""
+    def fetch(self, shard: int, arrival: Arrival | None = None) -> Path:
+        """Bring shard ``shard`` into the cache chunk by chunk (its verified local copy if it is
+        there), tried again as the store's ``retry`` says; ``arrival``: see ``CachedStore.fetch``."""
         info = self.pack.shards[shard]
         request = FetchRequest(info.sha256, info.bytes, self.what(f"shard {shard}", info.sha256),
-                               self.shard_chunks(shard), self.pack.chunk_bytes, retry)
+                               self.shard_chunks(shard), self.pack.chunk_bytes, self.store.retry)
         with self.offline_fix():
             return self.store.fetch(request, arrival)
 
-    def pinned(self, shard: int, retry: Retry | None = None, arrival: Arrival | None = None
-               ) -> tuple[Path, Pin | None]:
-        """A verified local copy of the shard and, in a cache, a pin holding it there: fetched
-        as ``fetch`` does with ``retry`` (and ``arrival``), else whole (``local_blob``). Another
-        process may evict a copy between its arrival and its pin: it is then fetched again,
-        ``PIN_TRIES`` times."""
+    def pinned(self, shard: int, fetch: bool = False, arrival: Arrival | None = None) -> tuple[Path, Pin | None]:
+        """A verified local copy of the shard and, in a cache, a pin holding it there: with
+        ``fetch``, fetched as ``fetch`` does (and ``arrival``), else whole (``local_blob``).
+        Another process may evict a copy between its arrival and its pin: it is then fetched
+        again, ``PIN_TRIES`` times."""
         digest = self.pack.shards[shard].sha256
         cache = self.store.cache
         for attempt in range(PIN_TRIES):
-            path = self.fetch(shard, retry, arrival if not attempt else None) if retry is not None else \
+            path = self.fetch(shard, arrival if not attempt else None) if fetch else \
                 self._local(digest, f"shard {shard}")
             if cache is None:
                 return path, None

@@ -23,7 +23,6 @@ from rayform.order.epoch import EpochOrder
 from rayform.order.partition import EpochPlan
 from rayform.read.fetchahead import FetchAhead
 from rayform.read.reader import PackReader
-from rayform.store.retry import Retry
 
 BLOCK_SAMPLES = 256
 AHEAD_BLOCKS = 4
@@ -32,7 +31,7 @@ Planned = tuple[Sequence[int], np.ndarray, np.ndarray, np.ndarray, list[list[tup
 
 
 def read_steps(readers: list[PackReader], order: EpochOrder, plan: EpochPlan, slots: tuple[int, int],
-               steps: range, retry: Retry = Retry()) -> Iterator[tuple[int, list[dict[str, Any]]]]:
+               steps: range) -> Iterator[tuple[int, list[dict[str, Any]]]]:
     """``(step, its raw samples)`` for each of ``steps``, reading slots ``[lo, hi)`` of each
     global batch. A raw sample is its members plus ``__key__``, ``__part__`` and ``__shard__``.
 
@@ -46,7 +45,7 @@ def read_steps(readers: list[PackReader], order: EpochOrder, plan: EpochPlan, sl
     per_block = max(1, BLOCK_SAMPLES // max(1, width))
     uses: Counter[tuple[int, int]] = Counter()
     held = _Held() if any(r.store.cache is not None and r.store.cache.limit is not None for r in readers) else None
-    with FetchAhead(readers, retry) as fetch:
+    with FetchAhead(readers) as fetch:
 
         def planned(ks: Sequence[int]) -> Planned:
             parts, ids = order.samples(plan.positions(np.asarray(ks, np.int64), lo, hi))

@@ -24,105 +24,26 @@ each array in obs   as recorded       float32   poses in the requested ``frame``
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from rayform.codec import records
 from rayform.errors import InvalidInput, Malformed, StreamNotFound
-from rayform.frames import check_frame, convert_poses
+from rayform.frames import convert_poses
 from rayform.pack.layout import LOWDIM, META_KEYS, StreamSchema, history_member
 from rayform.pack.manifest import Pack
-from rayform.pack.spec import MAX_HORIZON, check_fps
-from rayform.sample.action import DELTA, ActionPart, check_rotation
-from rayform.sample.history import PAD, steps_back
+from rayform.sample.action import ActionPart
+from rayform.sample.history import PAD
 from rayform.sample.images import chw, decode_image
 from rayform.sample.lowdim import RecordArrays
 from rayform.sample.normalize import Normalizer
+from rayform.sample.spec import SampleSpec
 from rayform.untrusted import parsing
-
-
-@dataclass(frozen=True)
-class SampleSpec:
-    """What a dataset asks of each sample: the ``obs`` streams, the ``action`` (a stream, a
-    ``<stream>_delta``, or several to concatenate: ``rayform.sample.action``) ``horizon`` steps
-    long, the pack's rate ``fps``, the ``frame`` poses are re-expressed in (None: as
-    recorded), and the ``rotation`` a pose action's rotation is given as (``"quat"``,
-    ``"rot6d"``, ``"axis_angle"``; None: the recorded quaternion). Checked when made."""
-
-    obs: Sequence[str]  # one name, or several: kept as a tuple
-    action: str | Sequence[str] | None = None  # several: kept as a tuple
-    fps: float = 15
-    horizon: int = 16
-    frame: str | None = None
-    rotation: str | None = None
-    # a stream's past values: a number of steps, or seconds (``rayform.sample.history``)
-    history: Mapping[str, int | Sequence[float]] | None = None
-    # every image decoded at this (H, W) (JPEG through the decoder's DCT scaling); None: as packed
-    resize: tuple[int, int] | None = None
-    # the pack to read, by key (``fps15-129e34cc``, as ``rayform show`` lists them); None: the
-    # one that serves these samples best (``Packs.find``)
-    pack: str | None = None
-
-    def __post_init__(self) -> None:
-        obs = (self.obs,) if isinstance(self.obs, str) else tuple(self.obs)
-        if not obs or not all(isinstance(o, str) and o for o in obs):
-            raise InvalidInput(f"obs {str(self.obs)[:80]}: name one stream or more, e.g. obs=[\"cam0/rgb\"]")
-        if self.action is not None and not isinstance(self.action, str):
-            parts = tuple(self.action) if isinstance(self.action, Sequence) else ()
-            if not parts or not all(isinstance(a, str) and a for a in parts):
-                raise InvalidInput(f"action {str(self.action)[:80]}: a stream name, e.g. \"joints/position_delta\", "
-                                   "several to concatenate, or None")
-            object.__setattr__(self, "action", parts if len(parts) > 1 else parts[0])
-        if self.action == "":
-            raise InvalidInput("action '': a stream name, e.g. \"joints/position_delta\", or None")
-        check_rotation(self.rotation)
-        horizon = self.horizon
-        if isinstance(horizon, bool) or not isinstance(horizon, numbers.Integral) or not 1 <= horizon <= MAX_HORIZON:
-            raise InvalidInput(f"horizon {horizon!r}: a whole number of steps, 1..{MAX_HORIZON}")
-        object.__setattr__(self, "obs", obs)
-        object.__setattr__(self, "horizon", int(horizon))
-        object.__setattr__(self, "fps", check_fps(self.fps))
-        check_frame(self.frame)
-        steps = steps_back(self.history, self.fps)
-        for name in steps:
-            if name not in obs:
-                raise InvalidInput(f"history of {name!r}: not in obs ({', '.join(obs)}); history is of observations")
-        object.__setattr__(self, "history", steps or None)
-        object.__setattr__(self, "resize", check_resize(self.resize))
-        if self.pack is not None and not isinstance(self.pack, str):
-            raise InvalidInput(f"pack {str(self.pack)[:60]}: a pack key such as 'fps15-129e34cc'")
-
-    def steps_back(self) -> dict[str, tuple[int, ...]]:
-        """Each stream's history as steps back, in output order (none: no history)."""
-        return dict(self.history or {})  # type: ignore[arg-type]  # normalized in __post_init__
-
-    def actions(self) -> tuple[str, ...]:
-        """The parts of the action, as asked (none without one)."""
-        if self.action is None:
-            return ()
-        return (self.action,) if isinstance(self.action, str) else tuple(self.action)
-
-    def streams(self) -> list[str]:
-        """The packed streams these samples read."""
-        out = list(self.obs) + [a.removesuffix(DELTA) for a in self.actions()]
-        return list(dict.fromkeys(out))
-
 
 _NO_PAD = {"dtype": "|b1", "shape": [0], "data": b""}  # a record from before history masks
 _INT64 = (-(1 << 63), 1 << 63)
-
-
-def check_resize(size: Any) -> tuple[int, int] | None:
-    if size is None:
-        return None
-    if isinstance(size, Sequence) and len(size) == 2 and all(
-            isinstance(v, numbers.Integral) and not isinstance(v, bool) and 1 <= int(v) <= 16384 for v in size):
-        return int(size[0]), int(size[1])
-    raise InvalidInput(f"resize {str(size)[:40]}: (height, width) in pixels, e.g. (224, 224)")
 
 
 class SampleBuilder:

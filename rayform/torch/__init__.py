@@ -6,10 +6,11 @@
   from object storage, split by rank and worker, with an epoch-seeded shuffle buffer.
 """
 
-from rayform.sample.builder import SampleSpec
+from rayform.sample.spec import Action, SampleSpec
 from rayform.store.retry import Retry
 from rayform.torch.episode import EpisodeDataset
 from rayform.torch.streaming import ShuffleConfig, StreamingEpisodeDataset
 from rayform.torch.world import Split, World
 
-__all__ = ["EpisodeDataset", "Retry", "SampleSpec", "ShuffleConfig", "Split", "StreamingEpisodeDataset", "World"]
+__all__ = ["Action", "EpisodeDataset", "Retry", "SampleSpec", "ShuffleConfig", "Split", "StreamingEpisodeDataset",
+           "World"]

@@ -2,26 +2,23 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-import torch
 from torch.utils.data import Dataset
 
 from rayform.errors import raised_here
-from rayform.order.mixture import MixtureOrder, epoch_size
-from rayform.pack import Pack
+from rayform.order.mixture import MixtureOrder
 from rayform.permutation import Permutation
 from rayform.read.reader import PackReader
-from rayform.recordings.slices import Slice
-from rayform.sample.builder import SampleSpec
+from rayform.sample.spec import SampleSpec
 from rayform.torch.batch import BatchLayout
-from rayform.torch.sources import mixture_parts, open_parts, sample_spec
-from rayform.torch.statistics import Normalization
+from rayform.torch.parts import Mixture, OverParts, Parts, check_seed
+from rayform.torch.statistics import Statistics
 
 
-class EpisodeDataset(Normalization, Dataset[dict[str, Any]]):
+class EpisodeDataset(Statistics, OverParts, Dataset[dict[str, Any]]):
     """Time-aligned samples of a slice, served from its pack at ``fps``.
 
     ``obs`` names the streams each sample carries (images as ``(3, H, W) uint8``, arrays as
@@ -43,9 +40,11 @@ class EpisodeDataset(Normalization, Dataset[dict[str, Any]]):
     ``slice_`` may be a weighted mixture ``[(slice, weight), ...]``: each epoch draws exactly
     ``round(w_i·N)`` samples from part ``i`` (``N`` = the parts' sizes summed), in an order
     that is a pure function of (parts, weights, seed, epoch); ``meta["part"]`` names the part.
-    The sample arguments may come as one :class:`SampleSpec` in ``obs``. If the slice has no
-    pack at ``fps``, a single process with a writable store packs it (a progress bar and one
-    log line); elsewhere it is an error naming the command to run. Remote shards are fetched
+    The sample comes as one :class:`SampleSpec` (``spec``), or as its keywords (``obs=``,
+    ``action=``, ``fps=``, …: ``SampleSpec.of``). The pack read is the one that serves the spec
+    (``rayform.torch.pack_choice``), or the one ``pack=`` names; if the slice has none at
+    ``fps``, a single process with a writable store packs it (a progress bar and one log line);
+    elsewhere it is an error naming the command to run. Remote shards are fetched
     whole into the shard cache of the slice's store (``Client(store, cache=...)``) on first
     use and read by offset.
 
@@ -62,55 +61,24 @@ class EpisodeDataset(Normalization, Dataset[dict[str, Any]]):
     """
 
     @raised_here
-    def __init__(
-        self,
-        slice_: Slice | Sequence[tuple[Slice, float]],
-        obs: str | Sequence[str] | SampleSpec,
-        action: str | Sequence[str] | None = None,
-        fps: float = 15,
-        horizon: int = 16,
-        frame: str | None = None,
-        *,
-        seed: int = 0,
-        transform: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
-        normalize: Mapping[str, str] | None = None,
-        rotation: str | None = None,
-        history: Mapping[str, int | Sequence[float]] | None = None,
-        delta_timestamps: Mapping[str, Sequence[float]] | None = None,
-        resize: tuple[int, int] | None = None,
-        pack: str | Pack | None = None,
-    ):
-        slices, self.weights = mixture_parts(slice_)
-        self.builders = open_parts(slices, sample_spec(obs, action, fps, horizon, frame, rotation, history,
-                                                         delta_timestamps, resize, pack))
-        self._normalize(normalize)
-        self.readers = [PackReader(s.store, b.pack, b.members, whole_shards=False)
-                        for s, b in zip(slices, self.builders)]
-        self.builder, self.reader = self.builders[0], self.readers[0]
-        self.pack = self.builder.pack
-        self.slice_id = slices[0].id if self.weights is None else "+".join(s.id for s in slices)
-        self._batch = BatchLayout(self.builder)
-        self.seed = int(seed)
+    def __init__(self, slice_: Mixture, spec: SampleSpec | None = None, *, seed: int = 0,
+                 transform: Callable[[dict[str, Any]], dict[str, Any]] | None = None, **sample: Any):
+        self.parts = Parts(slice_, SampleSpec.given(spec, sample))
+        self._normalize()
+        self.readers = [PackReader(s.store, b.pack, b.members, whole_shards=False) for s, b in self.parts]
+        self._batch = BatchLayout(self.builders[0])
+        self.seed = check_seed(seed)
         self.transform = transform
-        self._epoch = torch.zeros(1, dtype=torch.int64).share_memory_()  # type: ignore[no-untyped-call]
+        self._epoch_in_shared_memory()
         self._perm: Permutation | MixtureOrder | None = None
         self._perm_epoch = -1
 
-    @property
-    def action_names(self) -> list[str]:
-        """The action's elements, one per value of its last axis (``rayform.sample.action``)."""
-        return self.builder.action_names
-
     def __repr__(self) -> str:
         return (f"EpisodeDataset({self.slice_id}, fps={self.pack.fps:g}, samples={len(self)}, "
-                f"obs={list(self.builder.spec.obs)}, action={self.builder.spec.action!r})")
+                f"obs={list(self.parts.spec.obs)}, action={self.parts.spec.actions()!r})")
 
     def __len__(self) -> int:
-        return epoch_size([b.pack.samples for b in self.builders], self.weights)
-
-    @property
-    def epoch(self) -> int:
-        return int(self._epoch[0])
+        return len(self.parts)
 
     def set_epoch(self, epoch: int) -> None:
         """Make index ``i`` return sample ``P(seed, epoch)[i]`` from now on, in every worker."""
@@ -126,8 +94,9 @@ class EpisodeDataset(Normalization, Dataset[dict[str, Any]]):
         epoch = self.epoch
         if self._perm is None or self._perm_epoch != epoch:
             self._perm_epoch = epoch
-            self._perm = (Permutation(len(self), self.seed, epoch) if self.weights is None else
-                          MixtureOrder([b.pack.samples for b in self.builders], self.weights, self.seed, epoch))
+            weights = self.parts.weights
+            self._perm = (Permutation(len(self), self.seed, epoch) if weights is None else
+                          MixtureOrder([b.pack.samples for b in self.builders], weights, self.seed, epoch))
         wanted = np.asarray(indices, np.int64)
         if isinstance(self._perm, MixtureOrder):
             return self._perm.lookup(wanted)
@@ -140,19 +109,16 @@ class EpisodeDataset(Normalization, Dataset[dict[str, Any]]):
         """A batch of samples, read in shard order for locality, returned in the asked order
         (filled whole into one batch buffer: ``rayform.torch.batch``)."""
         parts, ids = self.locate(indices)
-        buf = self._batch.buffer(len(ids))
-        metas: list[Any] = [None] * len(ids)
+        raws: list[Any] = [None] * len(ids)
+        keys: list[str] = [""] * len(ids)
         for p in np.unique(parts).tolist():
             rows = np.flatnonzero(parts == p)
-            reader, builder = self.readers[p], self.builders[p]
+            reader = self.readers[p]
             order = rows[np.argsort(reader.shard_of(ids[rows]), kind="stable")].tolist()
-            read = reader.raw_many(ids[order])
-            made = builder.fill([raw for _, raw in read], [key for key, _ in read], buf.rows, order)
-            for j, meta in zip(order, made):
-                if self.weights is not None:
-                    meta["part"] = p
-                metas[j] = meta
-        return self._batch.samples(buf, metas, self.transform)
+            for j, (key, raw) in zip(order, reader.raw_many(ids[order])):
+                raws[j], keys[j] = raw, key
+        buf = self._batch.buffer(len(ids))
+        return self._batch.samples(buf, self.parts.fill(buf.rows, parts.tolist(), raws, keys), self.transform)
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)

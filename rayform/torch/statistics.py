@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from rayform.errors import InvalidInput
@@ -24,16 +23,18 @@ def pack_stats(builders: list[SampleBuilder]) -> dict[str, StreamStats]:
     return {n: merge([s[n] for s in per]) for n in names}
 
 
-class Normalization:
-    """Mixed into both datasets: ``builders`` are their parts' sample builders."""
+class Statistics:
+    """Mixed into both datasets: ``builders`` are their parts' sample builders, whose spec says
+    what to normalize."""
 
     builders: list[SampleBuilder]
     normalizer: Normalizer | None = None
 
-    def _normalize(self, normalize: Mapping[str, str] | None) -> None:
+    def _normalize(self) -> None:
+        b = self.builders[0]
+        normalize = dict(b.spec.normalize)
         if not normalize:
             return
-        b = self.builders[0]
         stats = pack_stats(self.builders)
         sources = {s.name: s.name for s in b.arrays}
         if b.actions:

@@ -2,36 +2,27 @@
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
-import torch
 from torch.utils.data import IterableDataset
 
 from rayform.cache.store_view import CachedStore
 from rayform.errors import IntegrityError, InvalidInput, raised_here
 from rayform.order import partition
 from rayform.order.epoch import EpochOrder
-from rayform.order.mixture import epoch_size
 from rayform.order.partition import EpochPlan
-from rayform.pack import Pack
-from rayform.read.reader import PackReader
 from rayform.read.steps import read_steps
-from rayform.recordings.slices import Slice
-from rayform.sample.builder import SampleSpec
-from rayform.sizes import format_size
-from rayform.store.retry import Retry
+from rayform.sample.spec import SampleSpec
 from rayform.torch.batch import BatchLayout, collate_samples, default_collate_fn_map
-from rayform.torch.sources import mixture_parts, open_parts, sample_spec
-from rayform.torch.statistics import Normalization
+from rayform.torch.parts import Mixture, OverParts, Parts, check_seed, stream_readers
+from rayform.torch.statistics import Statistics
 from rayform.torch.tensors import to_torch
 from rayform.torch.world import Split, World, nodes
 
-log = logging.getLogger("rayform")
-PRESIGNED = 1024  # shards whose read URLs a dataset signs when made (signing the first costs ~60 ms a process)
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -49,20 +40,19 @@ class ShuffleConfig:
             raise InvalidInput(f"ShuffleConfig window {value!r}: a whole number of samples, 0..{1 << 24}")
 
 
-def check_cache_limit(store: CachedStore, pack: Pack) -> None:
-    """A cache limit below the pack's largest shard cannot be kept: said when the dataset is made."""
-    limit = store.cache.limit if store.cache is not None else None
-    if limit is None or not pack.shards:
-        return
-    largest = max(range(len(pack.shards)), key=lambda k: pack.shards[k].bytes)
-    size = pack.shards[largest].bytes
-    if size > limit:
-        raise InvalidInput(f"cache limit {format_size(limit)} is smaller than shard {largest} of {pack.slice_id} at "
-                           f"{pack.fps:g} fps ({format_size(size)}, its largest). Raise the limit "
-                           f"(RAYFORM_CACHE_LIMIT, cache_limit=) to a few shards, or pack with a smaller --shard-size")
+def given(value: T, kind: type[T], name: str) -> T:
+    if not isinstance(value, kind):
+        raise InvalidInput(f"{name} {str(value)[:60]!r}: give a rayform.torch.{kind.__name__}(...)")
+    return value
 
 
-class StreamingEpisodeDataset(Normalization, IterableDataset[dict[str, Any]]):
+def check_batch_size(batch_size: object) -> int | None:
+    if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1):
+        raise InvalidInput(f"batch_size {batch_size!r}: a whole number, at least 1 (or None for samples)")
+    return batch_size
+
+
+class StreamingEpisodeDataset(Statistics, OverParts, IterableDataset[dict[str, Any]]):
     """Streams a slice's pack at ``fps`` straight from its store (``s3://``, ``gs://``, local…).
 
     Takes the same slice (or weighted mixture of slices) and sample parameters as
@@ -83,9 +73,10 @@ class StreamingEpisodeDataset(Normalization, IterableDataset[dict[str, Any]]):
     batch, "drop" leaves out the part of one).
 
     Shards are fetched into the shard cache a few ahead of use (verified chunk by chunk and
-    whole, resumed at the byte where a connection dropped), then read by offset, so the next
-    epoch reads from disk (``RAYFORM_OFFLINE=1`` holds here too) and the cache can hold a
-    slice larger than its limit (``Client(cache_limit=...)``).
+    whole, resumed at the byte where a connection dropped, throttling waited out as the
+    store's ``Retry`` says: ``Client(retry=...)``), then read by offset, so the next epoch reads
+    from disk (``RAYFORM_OFFLINE=1`` holds here too) and the cache can hold a slice larger than
+    its limit (``Client(cache_limit=...)``).
 
     ``batch_size``: yield whole batches instead of samples (use ``DataLoader(batch_size=None)``):
     each batch is decoded straight into one buffer, with no collation copy; ``len()`` counts
@@ -93,89 +84,32 @@ class StreamingEpisodeDataset(Normalization, IterableDataset[dict[str, Any]]):
     DataLoader's batch size is not known here, so the sequence holds across world sizes only
     with ``num_workers=0``.
 
-    ``stats``, ``normalize=``, ``unnormalize`` and ``resize=`` as on :class:`EpisodeDataset`.
+    The sample (``spec``, or its keywords), ``stats``, ``normalize=``, ``unnormalize``, ``resize=``
+    and ``pack=`` as on :class:`EpisodeDataset`.
 
     Pick it over ``EpisodeDataset`` for slices larger than local disk, or to start
     training before a slice has been fetched.
     """
 
     @raised_here
-    def __init__(
-        self,
-        slice_: Slice | Sequence[tuple[Slice, float]],
-        obs: str | Sequence[str] | SampleSpec,
-        action: str | Sequence[str] | None = None,
-        fps: float = 15,
-        horizon: int = 16,
-        frame: str | None = None,
-        *,
-        seed: int = 0,
-        shuffle: ShuffleConfig = ShuffleConfig(),
-        split: Split = Split(),
-        retry: Retry = Retry(),
-        transform: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
-        batch_size: int | None = None,
-        normalize: Mapping[str, str] | None = None,
-        rotation: str | None = None,
-        history: Mapping[str, int | Sequence[float]] | None = None,
-        delta_timestamps: Mapping[str, Sequence[float]] | None = None,
-        resize: tuple[int, int] | None = None,
-        pack: str | Pack | None = None,
-    ):
-        if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int)
-                                       or batch_size < 1):
-            raise InvalidInput(f"batch_size {batch_size!r}: a whole number, at least 1 (or None for samples)")
-        for name, value, kind in (("shuffle", shuffle, ShuffleConfig), ("split", split, Split), ("retry", retry, Retry)):
-            if not isinstance(value, kind):
-                raise InvalidInput(f"{name} {str(value)[:60]!r}: give a rayform.torch.{kind.__name__}(...)")
-        if isinstance(seed, bool) or not isinstance(seed, int):
-            raise InvalidInput(f"seed {str(seed)[:40]!r}: a whole number")
-        slices, self.weights = mixture_parts(slice_)
-        self.builders = open_parts(slices, sample_spec(obs, action, fps, horizon, frame, rotation, history,
-                                                         delta_timestamps, resize, pack))
-        self._normalize(normalize)
-        self.builder = self.builders[0]
-        self._batch = BatchLayout(self.builder)
-        self.pack = self.builder.pack
-        for s, b in zip(slices, self.builders):
-            if b.pack.spec.interleave_seed is None and len(b.pack.shards) > 1:
-                log.warning("rayform: %s: its pack at %g fps is in time order, so streamed batches hold few episodes. "
-                            "For an interleaved one run: rayform pack %s --fps %g", s.id, b.pack.fps, s.id, b.pack.fps)
-        self.slice_id = slices[0].id if self.weights is None else "+".join(s.id for s in slices)
-        self.seed = seed
-        self.shuffle = shuffle
+    def __init__(self, slice_: Mixture, spec: SampleSpec | None = None, *, seed: int = 0,
+                 shuffle: ShuffleConfig = ShuffleConfig(), split: Split = Split(), batch_size: int | None = None,
+                 transform: Callable[[dict[str, Any]], dict[str, Any]] | None = None, **sample: Any):
+        self.parts = Parts(slice_, SampleSpec.given(spec, sample))
+        self._normalize()
+        self.seed = check_seed(seed)
+        self.shuffle, split = given(shuffle, ShuffleConfig, "shuffle"), given(split, Split, "split")
+        self.batch_size = check_batch_size(batch_size)
+        self.transform = transform
         self.equalize = split.equalize
         self.partitions = split.partitions or nodes()
         self._partitions_given = split.partitions is not None
-        self.retry = retry
-        self.transform = transform
-        self.batch_size = batch_size
-        rank, world_size = split.rank, split.world_size
-        if rank is None or world_size is None:
-            # DataLoader workers do not see the process group: take the rank where it is known.
-            here = World.detect()
-            rank, world_size = here.rank, here.world_size
-        self._explicit = (rank, world_size)
-        # one reader per part; each reopens its store and files after a fork
-        self._pack_readers = [PackReader(s.store, b.pack, b.pack.members) for s, b in zip(slices, self.builders)]
-        for s, b in zip(slices, self.builders):
-            check_cache_limit(s.store, b.pack)
-        for s, reader in zip(slices, self._pack_readers):
-            if not s.store.offline:
-                # The offset index and the chunk digests (small) join the cache here, once, and the
-                # shards' read URLs are signed (where the store signs): workers then start on their
-                # first shards at once, and cached epochs read by offset (offline too).
-                _ = reader.index
-                reader.chunk_digests()
-                reader.store.presign(info.sha256 for info in reader.pack.shards[:PRESIGNED])
-        self._epoch = torch.zeros(1, dtype=torch.int64).share_memory_()  # type: ignore[no-untyped-call]
+        self._explicit = split.where()
+        self._pack_readers = stream_readers(self.parts)  # one per part; each reopens its store after a fork
+        self._batch = BatchLayout(self.builders[0])
+        self._epoch_in_shared_memory()
         self._next = 0  # the next step this reader makes
         self._resume: tuple[int, int | None] = (0, None)  # (step, the worker whose state it is)
-
-    @property
-    def action_names(self) -> list[str]:
-        """The action's elements, one per value of its last axis (``rayform.sample.action``)."""
-        return self.builder.action_names
 
     def __repr__(self) -> str:
         return f"StreamingEpisodeDataset({self.slice_id}, fps={self.pack.fps:g}, samples/rank={len(self)})"
@@ -195,17 +129,12 @@ class StreamingEpisodeDataset(Normalization, IterableDataset[dict[str, Any]]):
 
     def plan(self, epoch: int, global_batch: int | None = None) -> EpochPlan:
         """The epoch's global batches (``read.partition``)."""
-        total = epoch_size([b.pack.samples for b in self.builders], self.weights)
-        return EpochPlan(total, global_batch or self.global_batch, self.partitions, self.shuffle.window,
+        return EpochPlan(len(self.parts), global_batch or self.global_batch, self.partitions, self.shuffle.window,
                          self.seed, epoch, self.equalize)
 
     def __len__(self) -> int:
         """Samples each rank yields per epoch (with ``batch_size``: ``len // batch_size`` batches)."""
         return self.plan(self.epoch).steps * (self.batch_size or 1)
-
-    @property
-    def epoch(self) -> int:
-        return int(self._epoch[0])
 
     def set_epoch(self, epoch: int) -> None:
         """Seeds this epoch's order; reaches forked and persistent workers."""
@@ -276,8 +205,7 @@ class StreamingEpisodeDataset(Normalization, IterableDataset[dict[str, Any]]):
         # a worker's own state names its next step; a global one, the first step not consumed
         first = first if worker_of_state is not None else first + world.worker
         steps = range(first, plan.steps, world.workers)
-        return read_steps(self._pack_readers, self.order(epoch), plan, partition.rank_slots(world.rank, batch),
-                          steps, self.retry)
+        return read_steps(self._pack_readers, self.order(epoch), plan, partition.rank_slots(world.rank, batch), steps)
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         workers = self.world().workers
@@ -303,21 +231,12 @@ class StreamingEpisodeDataset(Normalization, IterableDataset[dict[str, Any]]):
 
     def _collate(self, raws: list[dict[str, Any]]) -> dict[str, Any]:
         buf = self._batch.buffer(len(raws))
-        metas: list[Any] = [None] * len(raws)
-        parts = [raw["__part__"] for raw in raws]
-        for p in sorted(set(parts)):
-            at = [j for j, q in enumerate(parts) if q == p]
-            mine = [raws[j] for j in at]
-            with self._naming_shard(mine):
-                made = self.builders[p].fill(mine, [raw["__key__"] for raw in mine], buf.rows, at)
-            for j, meta in zip(at, made):
-                if self.weights is not None:
-                    meta["part"] = p
-                metas[j] = meta
+        metas = self.parts.fill(buf.rows, [raw["__part__"] for raw in raws], raws, [raw["__key__"] for raw in raws],
+                                self._naming_shard)
         return collate_samples(self._batch.samples(buf, metas, self.transform), collate_fn_map=default_collate_fn_map)
 
     @contextmanager
-    def _naming_shard(self, raws: list[dict[str, Any]]) -> Iterator[None]:
+    def _naming_shard(self, raws: list[Mapping[str, Any]]) -> Iterator[None]:
         """An IntegrityError (verified bytes, malformed content: the pack itself is bad) names the
         shard of the sample it is about."""
         try:
@@ -330,7 +249,7 @@ class StreamingEpisodeDataset(Normalization, IterableDataset[dict[str, Any]]):
             raise type(e)(f"{self.builders[p].pack.slice_id}: shard {shard} ({digest[:16]}) of "
                           f"{self._pack_readers[p].store.display}: {e}") from e
 
-    def _fails(self, raw: dict[str, Any]) -> bool:
+    def _fails(self, raw: Mapping[str, Any]) -> bool:
         try:
             self.builders[raw["__part__"]].build(raw, raw["__key__"])
         except IntegrityError:

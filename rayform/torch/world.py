@@ -89,3 +89,11 @@ class Split:
                     raise InvalidInput(f"Split {name} {value!r}: a whole number")
             if not 0 <= self.rank < self.world_size:
                 raise InvalidInput(f"Split rank {self.rank}: must be in 0..{self.world_size - 1} (world_size {self.world_size})")
+
+    def where(self) -> tuple[int, int]:
+        """``(rank, world_size)``: as given, else where it is known now (``torch.distributed``:
+        a DataLoader worker does not see the process group, so the dataset asks when it is made)."""
+        if self.rank is not None and self.world_size is not None:
+            return self.rank, self.world_size
+        here = World.detect()
+        return here.rank, here.world_size

@@ -159,7 +159,7 @@ def test_a_fetch_that_fails_before_its_shard_arrives_is_raised_not_waited_for(tm
     client.pack(s, 15, workers=1, progress=False)
     ds = rayform.torch.StreamingEpisodeDataset(client.slices.get(s.id), obs=["cam0/rgb"], fps=15, horizon=2)
 
-    def broken(self, shard, retry=None, arrival=None):
+    def broken(self, shard, fetch=False, arrival=None):
         raise StoreError(f"shard {shard}: the link is down")
 
     monkeypatch.setattr(PackReader, "fetch", broken)

@@ -9,8 +9,8 @@ from rayform.cache.directory import ShardCache
 from rayform.store.content import hash_file
 
 
-def _stream(url: str, slice_id: str, cache_dir, **kw) -> rayform.torch.StreamingEpisodeDataset:
-    client = rayform.Client(url, cache=cache_dir)
+def _stream(url: str, slice_id: str, cache_dir, retry=rayform.Retry(), **kw) -> rayform.torch.StreamingEpisodeDataset:
+    client = rayform.Client(url, cache=cache_dir, retry=retry)
     return rayform.torch.StreamingEpisodeDataset(client.slices.get(slice_id), obs=["cam0/rgb", "joints/position"],
                                                  action="joints/position_delta", fps=15, **kw)
 
@@ -45,7 +45,7 @@ def test_a_connection_cut_mid_shard_resumes_at_its_byte(http_demo, tmp_path):
     proxy = CuttingProxy(server.port, after=50_000, cuts=2)
     try:
         ds = _stream(url.replace(server.url, proxy.url), slice_id, tmp_path / "cache",
-                     retry=rayform.torch.Retry(budget_s=30, backoff_s=0.01))
+                     retry=rayform.Retry(budget_s=30, backoff_s=0.01))
         server.reset_counts()
         keys = _keys(ds)
     finally:

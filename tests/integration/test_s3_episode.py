@@ -89,7 +89,7 @@ def test_a_corrupted_cache_file_is_detected_and_replaced(s3_demo, tmp_path):
     client = _client(s3_demo, cache_dir)
     ds = _dataset(client, s3_demo[2])
     expected = ds[0]["joints/position"].clone()
-    shard = ds.pack.shards[ds.reader.shard_of([ds.sample_ids([0])[0]])[0]].sha256
+    shard = ds.pack.shards[ds.readers[0].shard_of([ds.sample_ids([0])[0]])[0]].sha256
     path = ShardCache(cache_dir).blob_path(shard)
     data = bytearray(path.read_bytes())
     data[len(data) // 3] ^= 0xFF

@@ -22,10 +22,10 @@ from rayform.torch.tensors import to_torch
 pytestmark = [pytest.mark.s3, pytest.mark.timeout(300)]
 
 
-def _slice(s3_demo, cache_dir, endpoint_url=None):
+def _slice(s3_demo, cache_dir, endpoint_url=None, retry=rayform.Retry()):
     url, options, slice_id = s3_demo
     options = dict(options, endpoint_url=endpoint_url or options["endpoint_url"])
-    client = rayform.Client(url, storage_options=options, cache=cache_dir)
+    client = rayform.Client(url, storage_options=options, cache=cache_dir, retry=retry)
     return client.slices.get(slice_id)
 
 
@@ -154,8 +154,8 @@ def test_a_connection_cut_mid_shard_still_yields_every_sample_once(s3_demo, s3_e
 
     proxy = CuttingProxy(s3_endpoint.port, after=40_000, cuts=3)
     try:
-        s = _slice(s3_demo, tmp_path / "cache", endpoint_url=proxy.url)
-        ds = _stream(s, retry=rayform.torch.Retry(budget_s=30, backoff_s=0.01))
+        s = _slice(s3_demo, tmp_path / "cache", endpoint_url=proxy.url, retry=rayform.Retry(budget_s=30, backoff_s=0.01))
+        ds = _stream(s)
         keys = _keys((x["meta"]["segment"], x["t_ns"]) for x in ds)
     finally:
         proxy.stop()
@@ -168,8 +168,8 @@ def test_a_5xx_mid_shard_is_retried_and_the_read_resumes_at_its_byte(s3_demo, s3
 
     proxy = CuttingProxy(s3_endpoint.port, after=40_000, cuts=1)
     try:
-        s = _slice(s3_demo, tmp_path / "cache", endpoint_url=proxy.url)
-        ds = _stream(s, retry=rayform.torch.Retry(budget_s=30, backoff_s=0.01))
+        s = _slice(s3_demo, tmp_path / "cache", endpoint_url=proxy.url, retry=rayform.Retry(budget_s=30, backoff_s=0.01))
+        ds = _stream(s)
         s3_endpoint.reset_counts()
         # one response is cut mid-shard; its resumption is refused twice with a 503, then served
         s3_endpoint.fail_gets("/blobs/", times=2, resumed_only=True)
@@ -190,8 +190,8 @@ def test_a_read_that_keeps_failing_resumes_at_its_byte_then_names_the_shard(s3_d
     import rayform.cache.transfer as shardstream
 
     monkeypatch.setattr(shardstream, "STREAM_CHUNK", 16384)  # many reads a shard, so one fails mid-shard
-    s = _slice(s3_demo, tmp_path / "cache")
-    ds = _stream(s, retry=rayform.torch.Retry(budget_s=0.3, backoff_s=0.01), shuffle=rayform.torch.ShuffleConfig(window=0))
+    s = _slice(s3_demo, tmp_path / "cache", retry=rayform.Retry(budget_s=0.3, backoff_s=0.01))
+    ds = _stream(s, shuffle=rayform.torch.ShuffleConfig(window=0))
     opens = []
     from rayform.store.store import Store
 
@@ -227,7 +227,7 @@ def test_a_read_that_keeps_failing_resumes_at_its_byte_then_names_the_shard(s3_d
         def close(self):
             pass
 
-    cold = _stream(_slice(s3_demo, tmp_path / "cold"), retry=rayform.torch.Retry(budget_s=0.3, backoff_s=0.01))
+    cold = _stream(_slice(s3_demo, tmp_path / "cold", retry=rayform.Retry(budget_s=0.3, backoff_s=0.01)))
     monkeypatch.setattr(Store, "read_from", lambda self, *args: Dead())  # its shards only: the rest came
     with pytest.raises(StoreError, match=r"shard \d+ \([0-9a-f]{16}\) at 15 fps from s3://.*after \d+ tries "
                                          r"over [\d.]+ s with no byte arriving"):
@@ -336,8 +336,8 @@ def test_throttling_slows_the_stream_and_never_ends_it(s3_demo, s3_endpoint, tmp
                                         num_workers=2))
     s3_endpoint.throttle("/blobs/", refuse=2, of=3)
     try:
-        ds = _stream(_slice(s3_demo, tmp_path / "throttled"), batch_size=8,
-                     retry=rayform.torch.Retry(backoff_s=0.01, max_backoff_s=0.05))
+        ds = _stream(_slice(s3_demo, tmp_path / "throttled", retry=rayform.Retry(backoff_s=0.01, max_backoff_s=0.05)),
+                     batch_size=8)
         got = _batches_keys(DataLoader(ds, batch_size=None, num_workers=2))
         refused = s3_endpoint.refused
     finally:

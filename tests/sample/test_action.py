@@ -10,7 +10,7 @@ from scipy.spatial.transform import Rotation
 import rayform
 from rayform.errors import InvalidInput
 from rayform.frames import represent
-from rayform.sample.builder import SampleSpec
+from rayform.sample.spec import SampleSpec
 
 H = 8
 
@@ -75,6 +75,6 @@ def test_rotation_representations_of_a_known_rotation():
 
 def test_bad_actions_are_one_error():
     with pytest.raises(InvalidInput, match="rotation 'euler'"):
-        SampleSpec(["joints/position"], "ee/pose", rotation="euler")
+        SampleSpec.of(["joints/position"], "ee/pose", rotation="euler")
     with pytest.raises(InvalidInput, match="several to concatenate"):
-        SampleSpec(["joints/position"], ["joints/position", ""])
+        SampleSpec.of(["joints/position"], ["joints/position", ""])

@@ -5,12 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import rayform
 from rayform import ArrayStream, ImageStream, PoseStream
 from rayform.codec import imagecodec, records
 from rayform.errors import InvalidInput, Malformed, StreamNotFound
 from rayform.pack.layout import LOWDIM
 from rayform.read.reader import PackReader
-from rayform.sample.builder import SampleBuilder, SampleSpec
+from rayform.sample.builder import SampleBuilder
+from rayform.sample.spec import SampleSpec
 
 MS = 1_000_000
 
@@ -41,7 +43,7 @@ def _all(store, pack, builder):
 
 def test_keys_shapes_and_dtypes(ramp):
     s, pack, store = ramp
-    spec = SampleSpec(("cam0/rgb", "joints/position", "ee/pose"), "joints/position_delta", horizon=4, frame="ros")
+    spec = SampleSpec.of(("cam0/rgb", "joints/position", "ee/pose"), "joints/position_delta", horizon=4, frame="ros")
     b = SampleBuilder(pack, spec)
     x = _all(store, pack, b)[3]
     assert set(x) == {"cam0/rgb", "joints/position", "ee/pose", "action", "action_is_pad", "t_ns", "meta"}
@@ -57,7 +59,7 @@ def test_keys_shapes_and_dtypes(ramp):
 
 def test_delta_actions_against_hand_computed_values(ramp):
     _, pack, store = ramp
-    b = SampleBuilder(pack, SampleSpec(("joints/position",), "joints/position_delta", horizon=4))
+    b = SampleBuilder(pack, SampleSpec.of(("joints/position",), "joints/position_delta", horizon=4))
     for x in _all(store, pack, b)[:5]:
         t = x["t_ns"] / 1e9
         np.testing.assert_allclose(x["joints/position"], [t, 2 * t, -t], atol=1e-6)
@@ -68,7 +70,7 @@ def test_delta_actions_against_hand_computed_values(ramp):
 
 def test_plain_stream_actions_are_future_values(ramp):
     _, pack, store = ramp
-    b = SampleBuilder(pack, SampleSpec(("cam0/rgb",), "joints/position", horizon=3))
+    b = SampleBuilder(pack, SampleSpec.of(("cam0/rgb",), "joints/position", horizon=3))
     x = _all(store, pack, b)[0]
     t = x["t_ns"] / 1e9
     np.testing.assert_allclose(x["action"][:, 0], t + np.array([0.1, 0.2, 0.3]), atol=1e-6)
@@ -76,7 +78,7 @@ def test_plain_stream_actions_are_future_values(ramp):
 
 def test_padding_at_the_segment_end_holds_the_last_value(ramp):
     _, pack, store = ramp
-    b = SampleBuilder(pack, SampleSpec(("joints/position",), "joints/position_delta", horizon=8))
+    b = SampleBuilder(pack, SampleSpec.of(("joints/position",), "joints/position_delta", horizon=8))
     last = _all(store, pack, b)[-1]
     t = last["t_ns"] / 1e9
     steps = t + 0.1 * np.arange(1, 9)
@@ -88,7 +90,7 @@ def test_padding_at_the_segment_end_holds_the_last_value(ramp):
 
 def test_frame_conversion_applies_to_poses(ramp):
     _, pack, store = ramp
-    b = SampleBuilder(pack, SampleSpec(("ee/pose",), None, horizon=1, frame="optical"))
+    b = SampleBuilder(pack, SampleSpec.of(("ee/pose",), None, horizon=1, frame="optical"))
     x = _all(store, pack, b)[0]
     np.testing.assert_allclose(x["ee/pose"][:3], [-2.0, -3.0, 1.0], atol=1e-6)
 
@@ -96,10 +98,10 @@ def test_frame_conversion_applies_to_poses(ramp):
 @pytest.mark.parametrize(
     "spec, error, message",
     [
-        (SampleSpec(("depth",), None), StreamNotFound, "no stream 'depth'.*It has"),
-        (SampleSpec(("cam0/rgb",), "cam0/rgb_delta"), InvalidInput, "image stream"),
-        (SampleSpec(("cam0/rgb",), ["joints/position_delta", "gripper"]), StreamNotFound, "action 'gripper'"),
-        (SampleSpec(("cam0/rgb",), "joints/position_delta", horizon=9), InvalidInput, "horizon 9 is beyond.*--horizon 9"),
+        (SampleSpec.of(("depth",), None), StreamNotFound, "no stream 'depth'.*It has"),
+        (SampleSpec.of(("cam0/rgb",), "cam0/rgb_delta"), InvalidInput, "image stream"),
+        (SampleSpec.of(("cam0/rgb",), ["joints/position_delta", "gripper"]), StreamNotFound, "action 'gripper'"),
+        (SampleSpec.of(("cam0/rgb",), "joints/position_delta", horizon=9), InvalidInput, "horizon 9 is beyond.*--horizon 9"),
     ],
 )
 def test_bad_requests_fail_at_construction(ramp, spec, error, message):
@@ -122,12 +124,14 @@ def test_bad_requests_fail_at_construction(ramp, spec, error, message):
 )
 def test_a_sample_spec_is_checked_when_made(kwargs, message):
     with pytest.raises(InvalidInput, match=message):
-        SampleSpec(**kwargs)
+        SampleSpec.of(**kwargs)
 
 
 def test_a_sample_spec_takes_one_stream_name_or_many():
-    assert SampleSpec("cam0/rgb").obs == ("cam0/rgb",)
-    assert SampleSpec(["cam0/rgb", "joints/position"], horizon=np.int64(4)).horizon == 4
+    assert SampleSpec.of("cam0/rgb").obs == ("cam0/rgb",)
+    spec = SampleSpec.of(["cam0/rgb", "joints/position"], "joints/position", horizon=np.int64(4))
+    assert spec.horizon == 4 and spec.action == rayform.torch.Action(("joints/position",), 4)
+    assert SampleSpec.of("cam0/rgb").horizon == 0  # no action, no horizon
 
 
 def _claiming(jpeg: bytes, height: int, width: int) -> bytes:
@@ -143,7 +147,7 @@ def test_an_image_whose_header_claims_another_size_is_refused_before_it_is_alloc
     import tracemalloc
 
     _, pack, store = ramp
-    b = SampleBuilder(pack, SampleSpec(("cam0/rgb",), "joints/position", horizon=4))
+    b = SampleBuilder(pack, SampleSpec.of(("cam0/rgb",), "joints/position", horizon=4))
     key, raw = PackReader(store, pack, b.members).raw(0)
     member = b.images[0].member
     raw = {**raw, member: _claiming(bytes(raw[member]), *size)}
@@ -160,7 +164,7 @@ def test_a_record_unlike_those_read_before_is_checked_in_full(ramp):
     """Once a record's arrays have been checked, records alike are read by comparison: one that
     differs in dtype is still read right, one that differs in shape is refused."""
     _, pack, store = ramp
-    b = SampleBuilder(pack, SampleSpec(("joints/position",), "joints/position_delta", horizon=4))
+    b = SampleBuilder(pack, SampleSpec.of(("joints/position",), "joints/position_delta", horizon=4))
     key, raw = PackReader(store, pack, b.members).raw(3)
     first = b.build(raw, key)
     low = records.loads(bytes(raw[LOWDIM]))
@@ -202,7 +206,7 @@ def test_a_batch_built_whole_holds_what_each_sample_built_alone_holds(turning):
     """``fill`` computes a batch's arrays together (pose deltas, rotations, frames, history
     along a batch axis): each row equals that sample built alone, whatever row it is put in."""
     pack, store = turning
-    spec = SampleSpec(("cam0/rgb", "joints/position", "ee/pose"), ["ee/pose_delta", "joints/position"], horizon=5,
+    spec = SampleSpec.of(("cam0/rgb", "joints/position", "ee/pose"), ["ee/pose_delta", "joints/position"], horizon=5,
                       frame="optical", rotation="rot6d", history={"cam0/rgb": 3, "joints/position": 2})
     b = SampleBuilder(pack, spec)
     read = PackReader(store, pack, b.members).raw_many(range(pack.samples))

@@ -141,8 +141,7 @@ def test_a_worker_without_shared_memory_for_slots_still_delivers(dataset, monkey
 def test_streamed_batches_held_by_the_consumer_are_never_overwritten(dataset):
     """The streaming dataset's own batches (DataLoader(batch_size=None) copies each mapping in
     the worker; the copy must still ship, not be unpickled there)."""
-    s = dataset.builder.pack.slice_id
-    slice_ = rayform.Client(dataset.reader.store.backend.url).slices.get(s)
+    slice_ = dataset.parts.slices[0]
     kw = dict(obs=["cam0/rgb", "wrist/rgb", "joints/position"], action="joints/position_delta", fps=15,
               batch_size=4, shuffle=rayform.torch.ShuffleConfig(window=0))
     reference = _copies(DataLoader(rayform.torch.StreamingEpisodeDataset(slice_, **kw), batch_size=None))

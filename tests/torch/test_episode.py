@@ -210,7 +210,7 @@ def test_a_horizon_beyond_the_packs_is_an_error_not_a_second_pack(demo_client):
 
 def test_a_missing_pack_on_a_read_only_store_names_the_command(demo_client, monkeypatch):
     client, s = demo_client
-    import rayform.torch.sources as packsource
+    import rayform.torch.pack_choice as packsource
 
     monkeypatch.setattr(packsource, "_writable", lambda store: False)
     with pytest.raises(PackNotFound, match=f"rayform pack {s.id} --fps 15"):
@@ -221,7 +221,7 @@ def test_memory_maps_not_copies(packed):
     _, s = packed
     ds = _dataset(s)
     ds[0]
-    index = ds.reader.index
+    index = ds.readers[0].index
     assert not index.flags.owndata and not index.flags.writeable  # a view of the mapped file, not a copy
     base = index
     while isinstance(base, np.ndarray):

@@ -1,83 +1,30 @@
-"""What both datasets do before they read: make the sample spec of their arguments, and find
-the pack it reads on the slice's store (or make it there, where that is safe)."""
+"""The pack a dataset reads, chosen and checked in one place both datasets use.
+
+``Packs.find`` picks among the slice's packs one that serves the spec (its streams, horizon,
+history and image size; full resolution before resized, then the newest), or the spec names
+one (``pack=``), checked to serve it. A slice with no pack at the spec's fps is packed there
+by a single process with a writable store (a progress bar and one log line); elsewhere (several
+ranks, a DataLoader worker, a read-only store) that is an error naming the command to run.
+Never a second pack behind the user's back: a pack that lacks something is said, with the
+``rayform pack`` that makes one that has it.
+"""
 
 from __future__ import annotations
 
 import difflib
 import logging
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 from rayform.cache.store_view import CachedStore
-from rayform.errors import InvalidInput, NotFound, PackNotFound, RayformError, StreamNotFound
-from rayform.order.mixture import check_weights
+from rayform.errors import InvalidInput, NotFound, PackNotFound, StreamNotFound
 from rayform.pack import Pack, Packs
 from rayform.pack.catalog import serves_size
 from rayform.recordings.slices import Slice
-from rayform.sample.builder import SampleBuilder, SampleSpec
+from rayform.sample.spec import SampleSpec
 from rayform.torch.world import World
 
 log = logging.getLogger("rayform")
-_DEFAULTS = SampleSpec("_")
-
-
-def sample_spec(obs: str | Sequence[str] | SampleSpec, action: str | Sequence[str] | None, fps: float, horizon: int,
-                frame: str | None, rotation: str | None = None,
-                history: Mapping[str, int | Sequence[float]] | None = None,
-                delta_timestamps: Mapping[str, Sequence[float]] | None = None,
-                resize: tuple[int, int] | None = None, pack: str | Pack | None = None) -> SampleSpec:
-    """The datasets' sample arguments as one checked value (``obs`` may be that value already).
-    ``delta_timestamps`` (LeRobot's name) is ``history`` in seconds; give one or the other."""
-    if history is not None and delta_timestamps is not None:
-        raise InvalidInput("history and delta_timestamps say the same thing: give one of them")
-    history = history if history is not None else delta_timestamps
-    if isinstance(obs, SampleSpec):
-        if (action, fps, horizon, frame, rotation, history, resize, pack) != (
-                _DEFAULTS.action, _DEFAULTS.fps, _DEFAULTS.horizon, _DEFAULTS.frame, _DEFAULTS.rotation, None, None, None):
-            raise InvalidInput("obs is a SampleSpec: give action, fps, horizon, frame, rotation, history, resize "
-                               "and pack inside it, not beside it")
-        return obs
-    return SampleSpec(obs, action, fps, horizon, frame, rotation, history, resize, pack.key if isinstance(pack, Pack) else pack)
-
-
-def open_samples(slice_: Slice, spec: SampleSpec) -> SampleBuilder:
-    """The builder of ``spec``'s samples from the slice's pack at ``spec.fps``."""
-    episodes: dict[str, int] = {}
-    for i, s in enumerate(slice_.segments):
-        episodes.setdefault(s.id, i)
-    return SampleBuilder(pack_for(slice_, spec), spec, episodes)
-
-
-def mixture_parts(slices: Slice | Sequence[tuple[Slice, float]]) -> tuple[list[Slice], list[float] | None]:
-    """One slice (weights None), or the parts of a weighted mixture ``[(slice, weight), ...]``."""
-    if isinstance(slices, Slice):
-        return [slices], None
-    parts = list(slices) if isinstance(slices, Sequence) and not isinstance(slices, str) else []
-    if not parts:
-        raise InvalidInput(f"{str(slices)[:60]}: give a Slice, or a mixture [(slice, weight), ...]")
-    for i, part in enumerate(parts):
-        if not (isinstance(part, tuple) and len(part) == 2 and isinstance(part[0], Slice)
-                and isinstance(part[1], (int, float)) and not isinstance(part[1], bool)):
-            raise InvalidInput(f"mixture part {i}: {str(part)[:60]} is not (slice, weight)")
-    weights = [float(w) for _, w in parts]
-    check_weights(weights)
-    return [s for s, _ in parts], weights
-
-
-def open_parts(slices: list[Slice], spec: SampleSpec) -> list[SampleBuilder]:
-    """A builder per part; every part's samples must be laid out alike (one batch buffer)."""
-    builders = []
-    for i, s in enumerate(slices):
-        try:
-            builders.append(open_samples(s, spec))
-        except RayformError as e:
-            if len(slices) == 1:
-                raise
-            raise type(e)(f"mixture part {i}: {e.args[0] if e.args else e}") from None
-        if builders[i].layout() != builders[0].layout():
-            raise InvalidInput(f"mixture part {i} ({s.id}): its samples are {builders[i].layout()}, part 0's are "
-                               f"{builders[0].layout()}. Pack the parts with the same streams and --resize")
-    return builders
 
 
 def pack_for(slice_: Slice, spec: SampleSpec) -> Pack:
@@ -88,8 +35,7 @@ def pack_for(slice_: Slice, spec: SampleSpec) -> Pack:
     it is an error naming the command to run. Never a second pack behind the user's back."""
     store = slice_.store
     packs = Packs(store)
-    horizon = spec.horizon if spec.action else 0
-    history = max((max(k) for k in spec.steps_back().values()), default=0)
+    horizon, history = spec.horizon, spec.deepest_history()
     if spec.pack is not None:
         return _checked(slice_, packs.named(slice_.id, spec.pack), spec, horizon, history)
     try:
