@@ -10,6 +10,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 DEFAULT_STORE = "~/.local/share/rayform/store"
+READER_RESIDENT = 32 << 20  # see reader_resident
+BATCH_SLOTS = 6  # see batch_slots
 DEFAULT_CACHE = "~/.cache/rayform"
 _TRUE = {"1", "true", "yes", "on"}
 
@@ -44,4 +46,29 @@ def pack_workers(env: Mapping[str, str] = os.environ) -> int | None:
         from rayform.errors import InvalidInput
 
         raise InvalidInput(f"RAYFORM_PACK_WORKERS={value[:40]!r}: must be a whole number of processes, 1..4096")
+    return int(value)
+
+
+def reader_resident(env: Mapping[str, str] = os.environ) -> int:
+    """Bytes of mapped shard pages a reader lets its process gain before it drops them from its
+    resident set (they stay in the page cache): RAYFORM_READER_RESIDENT (``32MiB``, bytes; 0:
+    never drop), else 32 MiB."""
+    value = env.get("RAYFORM_READER_RESIDENT", "").strip()
+    if not value:
+        return READER_RESIDENT
+    from rayform.sizes import parse_size
+
+    return parse_size(value, "RAYFORM_READER_RESIDENT")
+
+
+def batch_slots(env: Mapping[str, str] = os.environ) -> int:
+    """Recycled shared-memory slots a DataLoader worker keeps for its batches (prefetched and
+    held): RAYFORM_BATCH_SLOTS (0: none, every batch in fresh memory), else 6."""
+    value = env.get("RAYFORM_BATCH_SLOTS", "").strip()
+    if not value:
+        return BATCH_SLOTS
+    if not value.isdigit() or not 0 <= int(value) <= 1024:
+        from rayform.errors import InvalidInput
+
+        raise InvalidInput(f"RAYFORM_BATCH_SLOTS={value[:40]!r}: a whole number of slots, 0..1024")
     return int(value)

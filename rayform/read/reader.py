@@ -14,7 +14,8 @@ a streaming reader drops each as soon as it is through with it (``release``).
 Mapped pages count in a process's RSS (monitors and cgroup limits see them) although they
 are the page cache's: a random reader over a large slice would end up with the whole slice
 resident. So once the process's mapped file pages (``RssFile``) have grown by
-``RESIDENT_BYTES`` since the last drop, the maps' pages are dropped from the process
+``RAYFORM_READER_RESIDENT`` (32 MiB: ``config.reader_resident``, read when a reader opens in a
+process) since the last drop, the maps' pages are dropped from the process
 (``drop_pages``; they stay cached). A random reader
 (``whole_shards=False``, as ``EpisodeDataset``'s) and a streaming one alike map a page only
 when it is read (``MAP_POPULATE`` of a whole shard put all of it in the reader's RSS at once:
@@ -45,6 +46,7 @@ from typing import Any
 
 import numpy as np
 
+from rayform import config
 from rayform.cache import marks
 from rayform.cache.arrival import Arrival
 from rayform.cache.eviction import Pin
@@ -56,11 +58,6 @@ from rayform.pack.manifest import Pack
 from rayform.read.resident import resident_file_bytes
 
 MAX_MAPS = 256  # shards kept mapped (and pinned) per reader; each costs a file descriptor
-# Bytes of mapped file pages this process may gain (RssFile; where the OS does not say, the
-# reads' upper bound) before the maps' pages are dropped from its resident set (madvise
-# DONTNEED: they stay in the page cache, and a later read maps them again from there), so
-# RSS as a monitor or a cgroup sees it stays bounded however large the slice; 0 never drops.
-RESIDENT_BYTES = int(os.environ.get("RAYFORM_READER_RESIDENT", str(32 << 20)))
 FAULT_AROUND = 2 << 20  # what one read may map: the page cache maps whole folios, up to 2 MiB
 PIN_TRIES = 3  # a shard evicted by another process between its fetch and its pin is fetched again
 
@@ -88,6 +85,11 @@ class PackReader:
         self._chunked: dict[int, ChunkCheck] = {}  # shards of a local store verified chunk by chunk as read
         self._arrivals: dict[int, Arrival] = {}  # shards read while they arrive
         self._read = 0  # bytes read through the maps since their pages were last dropped (an upper bound)
+        # mapped file pages (RssFile; where the OS does not say, the reads' upper bound) this
+        # process may gain before the maps' pages are dropped from its resident set (madvise
+        # DONTNEED: they stay in the page cache), so RSS as a monitor or a cgroup sees it stays
+        # bounded however large the slice; 0 never drops
+        self._resident = config.reader_resident()
         self._resident_base: int | None = None  # this process's RssFile just after that drop
 
     def __getstate__(self) -> dict[str, Any]:
@@ -267,7 +269,7 @@ class PackReader:
         # a page fault maps the pages around it too (fault-around, large page-cache folios), so a
         # small read is counted as what it may map
         self._read += int(np.maximum(found[:, 2] - found[:, 1], FAULT_AROUND).sum()) + FAULT_AROUND * len(found)
-        if RESIDENT_BYTES and self._read > RESIDENT_BYTES:
+        if self._resident and self._read > self._resident:
             self._bound_resident()
         rows = found.tolist()
         out = []
@@ -286,13 +288,13 @@ class PackReader:
         return out
 
     def _bound_resident(self) -> None:
-        """Drop the maps' pages once they may hold ``RESIDENT_BYTES``: when this process's mapped
+        """Drop the maps' pages once they may hold the resident budget: when this process's mapped
         file pages (``RssFile``) have grown by that much since the last drop, or, where the OS
         does not say, when the reads' upper bound has. (The bound counts a whole 2 MiB folio a
         read; here a read maps about 60 KiB: dropping on the bound alone dropped at every
         batch of 64, and each drop's pages were faulted in again.)"""
         now = resident_file_bytes()
-        if now is None or self._resident_base is None or now - self._resident_base > RESIDENT_BYTES:
+        if now is None or self._resident_base is None or now - self._resident_base > self._resident:
             self.drop_pages()
         else:
             self._read = now - self._resident_base

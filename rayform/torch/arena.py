@@ -4,7 +4,7 @@ soon as the training loop lets go of a batch, and never before.
 Why: a batch's images are ~19 MB (64 samples × two 224×224 cameras); fresh shared memory
 for each costs a page fault per 4 KiB in the worker that fills it and again in the process
 that reads it (about as much as decoding into it, on this kind of machine), plus a file
-descriptor sent and mapped per tensor. A worker instead keeps one file of ``SLOTS`` slots
+descriptor sent and mapped per tensor. A worker instead keeps one file of slots (``RAYFORM_BATCH_SLOTS``, 6)
 mapped, fills a free slot and sends only its number; the main process maps the file once
 and wraps the slot in tensors without a copy.
 
@@ -35,9 +35,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from rayform import config
 from rayform.jobs import alive
 
-SLOTS = int(os.environ.get("RAYFORM_BATCH_SLOTS", "6"))  # per worker: prefetched + held batches
 HEADER = 4096
 PREFIX = "rayform-batches-"
 
@@ -63,7 +63,7 @@ class Taken:
 class Arena:
     """A worker's slots (the worker's side: it makes the file and fills the slots)."""
 
-    def __init__(self, slot_bytes: int, slots: int = SLOTS):
+    def __init__(self, slot_bytes: int, slots: int):
         self.slot_bytes = (slot_bytes + mmap.PAGESIZE - 1) // mmap.PAGESIZE * mmap.PAGESIZE
         self.slots = slots
         _sweep()
@@ -102,11 +102,12 @@ def worker_arena(nbytes: int) -> Arena | None:
     """This worker process's arena, made on first use with slots of ``nbytes`` (None where
     shared memory cannot hold one: batches then get fresh memory, as before)."""
     global _arena
-    if SLOTS <= 0:
-        return None
     if _arena is None or _arena[0] != os.getpid():
+        slots = config.batch_slots()  # read when a worker first makes a batch (a bad value: one error)
+        if slots <= 0:
+            return None
         try:
-            _arena = (os.getpid(), Arena(nbytes))
+            _arena = (os.getpid(), Arena(nbytes, slots))
         except OSError:
             _arena = (os.getpid(), None)
     return _arena[1]

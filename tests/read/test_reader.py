@@ -91,14 +91,13 @@ def test_random_reads_keep_the_mapped_pages_within_the_budget(tmp_path, monkeypa
     import numpy as np
 
     import rayform
-    import rayform.read.reader as reader
     from rayform.converters.demo import DemoConfig, ingest_demo
 
     c = rayform.Client(tmp_path / "store")
     s = c.slices.create(ingest_demo(c, "lab", DemoConfig(episodes=3, seconds=4.0, image_size=160)))
     pack = c.pack(s, 30, workers=1, progress=False, shard_bytes=1 << 18)  # small shards: small page-cache folios
     total_kib = sum(x.bytes for x in pack.shards) // 1024
-    monkeypatch.setattr(reader, "RESIDENT_BYTES", budget)
+    monkeypatch.setenv("RAYFORM_READER_RESIDENT", str(budget))
     ds = rayform.torch.EpisodeDataset(s, obs=["cam0/rgb", "wrist/rgb"], fps=30)
     peak = 0
     for batch in np.array_split(np.random.default_rng(0).permutation(len(ds)), len(ds) // 2):
@@ -126,7 +125,7 @@ def test_pages_are_dropped_when_the_mapped_pages_reach_the_budget_not_before(tmp
     s = c.slices.create(ingest_demo(c, "lab", DemoConfig(episodes=3, seconds=4.0, image_size=160)))
     c.pack(s, 30, workers=1, progress=False, shard_bytes=1 << 18)
     budget = 2 << 20
-    monkeypatch.setattr(reader, "RESIDENT_BYTES", budget)
+    monkeypatch.setenv("RAYFORM_READER_RESIDENT", str(budget))
     drops = []
     monkeypatch.setattr(reader.PackReader, "drop_pages",
                         lambda self, drop=reader.PackReader.drop_pages: (drops.append(1), drop(self))[1])

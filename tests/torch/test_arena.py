@@ -12,6 +12,7 @@ from torch.utils.data import DataLoader
 
 import rayform
 import rayform.torch.arena as arena
+from rayform import config
 from rayform.converters.demo import DemoConfig, ingest_demo
 
 KEYS = ("cam0/rgb", "wrist/rgb", "joints/position", "action", "t_ns")
@@ -41,7 +42,7 @@ def _equal(a, b):
 def test_batches_held_by_the_consumer_are_never_overwritten(dataset):
     reference = _copies(DataLoader(dataset, batch_size=8, num_workers=0))
     held = list(_loader(dataset))  # more batches than slots: the rest get fresh memory
-    assert len(held) > arena.SLOTS * 2
+    assert len(held) > config.BATCH_SLOTS * 2
     assert all(_equal(h, r) for h, r in zip(held, reference))
     for _ in range(2):  # later epochs reuse whatever is free, and nothing that is held
         for b in _loader(dataset, persistent_workers=False):
@@ -133,7 +134,8 @@ def test_a_shipped_batch_moves_no_tensor_to_shared_memory(dataset, monkeypatch):
 
 
 def test_a_worker_without_shared_memory_for_slots_still_delivers(dataset, monkeypatch):
-    monkeypatch.setattr(arena, "SLOTS", 0)
+    monkeypatch.setenv("RAYFORM_BATCH_SLOTS", "0")
+    monkeypatch.setattr(arena, "_arena", None)
     reference = _copies(DataLoader(dataset, batch_size=8, num_workers=0))
     assert all(_equal(h, r) for h, r in zip(_loader(dataset), reference))
 
@@ -147,6 +149,6 @@ def test_streamed_batches_held_by_the_consumer_are_never_overwritten(dataset):
     reference = _copies(DataLoader(rayform.torch.StreamingEpisodeDataset(slice_, **kw), batch_size=None))
     held = list(DataLoader(rayform.torch.StreamingEpisodeDataset(slice_, **kw), batch_size=None, num_workers=2,
                            multiprocessing_context="fork"))
-    assert len(held) == len(reference) > arena.SLOTS * 2
+    assert len(held) == len(reference) > config.BATCH_SLOTS * 2
     key = lambda b: int(b["t_ns"][0])  # workers interleave their batches
     assert all(_equal(h, r) for h, r in zip(sorted(held, key=key), sorted(reference, key=key)))
