@@ -15,8 +15,8 @@ ROOT = Path(__file__).resolve().parents[1]
 # client and diagnostics) do not import each other: reading never imports writing.
 LAYERS: list[list[str]] = [
     ["rayform.errors"],
-    ["rayform.config", "rayform.names", "rayform.untrusted", "rayform.frames", "rayform.permutation",
-     "rayform.sizes", "rayform.jobs"],
+    ["rayform.sizes"],
+    ["rayform.config", "rayform.names", "rayform.untrusted", "rayform.frames", "rayform.permutation", "rayform.jobs"],
     ["rayform.codec"],
     ["rayform.store"],
     ["rayform.cache"],
@@ -24,7 +24,7 @@ LAYERS: list[list[str]] = [
     ["rayform.pack"],
     ["rayform.order", "rayform.sample"],
     ["rayform.packer", "rayform.read"],
-    ["rayform.client", "rayform.torch", "rayform.diagnostics"],
+    ["rayform.client", "rayform.torch", "rayform.diagnostics", "rayform.interop"],
     ["rayform.ops", "rayform.preview", "rayform.converters"],
     ["rayform.cli", "rayform"],  # `rayform` itself: the package's face, rayform/__init__.py
 ]

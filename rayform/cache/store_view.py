@@ -234,6 +234,10 @@ class CachedStore:
             raise InvalidInput(f"{self.display}: not a local store; its blobs have no local file but their copies")
         return Path(self.backend.blob_path(digest))
 
+    def blob_url(self, digest: str) -> str:
+        """Where a blob lies in the store: its URL (``s3://bucket/prefix/blobs/aa/<sha256>``) or path."""
+        return f"{self.url}/{Store.blob_key(digest)}"
+
     def read_range(self, digest: str, start: int, size: int) -> bytes:
         """``size`` bytes of a blob from ``start``, straight from the store and NOT verified: the
         caller checks them (a pack's scratch sections carry their own hashes)."""

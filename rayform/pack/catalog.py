@@ -59,6 +59,12 @@ class Packs:
                 return pack
         raise PackNotFound(f"{sid}: no pack at {spec.fps} fps with these parameters. Run: rayform pack {sid} --fps {spec.fps}")
 
+    def shard_urls(self, pack: Pack) -> builtins.list[str]:
+        """Where each shard of ``pack`` lies in the store, in pack order (``s3://…/blobs/aa/<sha256>``,
+        or a local path): for a tool that reads the tars itself, unverified (rayform's own way
+        with ``webdataset`` is ``rayform.interop.webdataset.VerifiedShards``)."""
+        return [self.store.blob_url(s.sha256) for s in pack.shards]
+
     def named(self, slice_: Slice | str, key: str) -> Pack:
         """The pack with this key (``fps15-129e34cc``, as ``rayform show`` lists them)."""
         sid = slice_ if isinstance(slice_, str) else slice_.id
