@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import rayform
 from rayform import ArrayStream, ImageStream, PoseStream
 from rayform.codec import imagecodec, records
 from rayform.errors import InvalidInput, Malformed, StreamNotFound
@@ -108,30 +107,6 @@ def test_bad_requests_fail_at_construction(ramp, spec, error, message):
     _, pack, store = ramp
     with pytest.raises(error, match=message):
         SampleBuilder(pack, spec)
-
-
-@pytest.mark.parametrize(
-    "kwargs, message",
-    [
-        ({"obs": ()}, "obs .*name one stream"),
-        ({"obs": ["cam0/rgb", 3]}, "obs .*name one stream"),
-        ({"obs": "cam0/rgb", "action": 5}, "action 5: a stream name"),
-        ({"obs": "cam0/rgb", "horizon": 0}, "horizon 0: a whole number"),
-        ({"obs": "cam0/rgb", "horizon": 2.5}, "horizon 2.5: a whole number"),
-        ({"obs": "cam0/rgb", "fps": 0}, "fps 0: must be a number"),
-        ({"obs": "cam0/rgb", "frame": "ned"}, "frame 'ned'"),
-    ],
-)
-def test_a_sample_spec_is_checked_when_made(kwargs, message):
-    with pytest.raises(InvalidInput, match=message):
-        SampleSpec.of(**kwargs)
-
-
-def test_a_sample_spec_takes_one_stream_name_or_many():
-    assert SampleSpec.of("cam0/rgb").obs == ("cam0/rgb",)
-    spec = SampleSpec.of(["cam0/rgb", "joints/position"], "joints/position", horizon=np.int64(4))
-    assert spec.horizon == 4 and spec.action == rayform.torch.Action(("joints/position",), 4)
-    assert SampleSpec.of("cam0/rgb").horizon == 0  # no action, no horizon
 
 
 def _claiming(jpeg: bytes, height: int, width: int) -> bytes:
