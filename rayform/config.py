@@ -72,3 +72,14 @@ def batch_slots(env: Mapping[str, str] = os.environ) -> int:
 
         raise InvalidInput(f"RAYFORM_BATCH_SLOTS={value[:40]!r}: a whole number of slots, 0..1024")
     return int(value)
+
+
+def decoded_frames(env: Mapping[str, str] = os.environ) -> int:
+    """Bytes of decoded video frames a reader process keeps for the samples still to come:
+    RAYFORM_DECODED_FRAMES (``192MiB``; 0: each clip decoded for each batch that reads it)."""
+    value = env.get("RAYFORM_DECODED_FRAMES", "").strip()
+    if not value:
+        return 192 << 20
+    from rayform.sizes import parse_size
+
+    return parse_size(value, "RAYFORM_DECODED_FRAMES")

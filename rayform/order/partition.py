@@ -33,6 +33,7 @@ from __future__ import annotations
 import numpy as np
 
 from rayform.errors import InvalidInput
+from rayform.order.lanes import LanePermutation
 from rayform.permutation import Permutation
 
 EQUALIZE = ("pad", "drop")
@@ -68,16 +69,22 @@ class EpochPlan:
     """One epoch's global batches: which epoch positions each slot of each step reads."""
 
     def __init__(self, total: int, global_batch: int, partitions: int, window: int, seed: int, epoch: int,
-                 equalize: str = "pad"):
+                 equalize: str = "pad", lanes: tuple[int, int] | None = None):
+        """``lanes``: ``(stride, run)`` for a video pack: windows are permuted in lanes
+        (``order.lanes``) of about ``run`` samples, ``stride`` global batches apart, instead of
+        at random; a window is then ``stride × run`` global batches (``window`` > 1 turns it on)."""
         self.total = _whole("samples", total, 0)
         self.global_batch = _whole("global batch", global_batch, 1)
         self.partitions = _whole("partitions", partitions, 1)
         self.window = _whole("shuffle window", window, 0)
         self.seed, self.epoch = seed, epoch
+        self.lanes = None
+        if lanes is not None and self.window > 1:
+            self.lanes = (_whole("clip stride", lanes[0], 1), _whole("lane run", lanes[1], 1))
         self.steps = steps(self.total, self.global_batch, equalize)
         # slots [bounds[c], bounds[c+1]) of every global batch belong to partition c
         self.bounds = np.arange(self.partitions + 1, dtype=np.int64) * self.global_batch // self.partitions
-        self._perms: dict[tuple[int, int], Permutation] = {}
+        self._perms: dict[tuple[int, ...], Permutation | LanePermutation] = {}
 
     def __len__(self) -> int:
         return self.steps
@@ -111,6 +118,8 @@ class EpochPlan:
         (from ``real`` on, the partition's samples) are left where they are, at the end."""
         if self.window <= 1 or not len(within):
             return within
+        if self.lanes is not None:
+            return self._in_lanes(part, within, real, width)
         window, start, size = self._windows(within, width)
         out: np.ndarray = within.copy()
         keys, inverse = np.unique(np.stack([part, window]), axis=1, return_inverse=True)
@@ -125,6 +134,29 @@ class EpochPlan:
             out[mine] = first + self._perm(c, w, n)(within[mine] - first)
         return out
 
+    def _in_lanes(self, part: np.ndarray, within: np.ndarray, real: np.ndarray, width: np.ndarray) -> np.ndarray:
+        window, start, size = self._windows(within, width)
+        out: np.ndarray = within.copy()
+        keys, inverse = np.unique(np.stack([part, window]), axis=1, return_inverse=True)
+        inverse = inverse.ravel()
+        for j, (c, w) in enumerate(keys.T.tolist()):
+            mine = np.flatnonzero(inverse == j)
+            first = int(start[mine[0]])
+            n = min(int(size[mine[0]]), int(real[mine[0]]) - first)
+            if n <= 1:
+                continue
+            mine = mine[within[mine] < first + n]
+            key = (c, w, n)
+            perm = self._perms.get(key)
+            if perm is None:
+                if len(self._perms) >= _CACHED_WINDOWS:
+                    self._perms.clear()
+                assert self.lanes is not None
+                perm = self._perms[key] = LanePermutation(n, int(width[mine[0]]) if len(mine) else 1, self.lanes[0],
+                                                          self.seed, self.epoch, c << 32 | w)
+            out[mine] = first + perm(within[mine] - first)
+        return out
+
     def _windows(self, within: np.ndarray, width: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(index, start, size)`` of the window of each position inside its partition.
 
@@ -133,18 +165,20 @@ class EpochPlan:
         first ``b`` positions of its partitions, the first shard's first samples: a stream
         starts as soon as they have arrived, not once the ``window`` positions around them
         have (a shard's worth of bytes)."""
-        base = np.minimum(width, self.window)
-        ramp = np.ceil(np.log2(self.window / base)).astype(np.int64)  # windows before full size: b·2**ramp ≥ window
+        full = self.window if self.lanes is None else width * self.lanes[0] * self.lanes[1]
+        base = np.minimum(width, full)
+        ramp = np.ceil(np.log2(full / base)).astype(np.int64)  # windows before full size: b·2**ramp ≥ window
         ramp_end = base * ((1 << ramp) - 1)
         in_ramp = within < ramp_end
         j = np.floor(np.log2((within + base) // base)).astype(np.int64)  # (within + b) // b in [2**j, 2**(j+1))
-        index = np.where(in_ramp, j, ramp + (within - ramp_end) // self.window)
-        start = np.where(in_ramp, base * ((1 << j) - 1), ramp_end + (index - ramp) * self.window)
-        size = np.where(in_ramp, base << j, self.window)
+        index = np.where(in_ramp, j, ramp + (within - ramp_end) // full)
+        start = np.where(in_ramp, base * ((1 << j) - 1), ramp_end + (index - ramp) * full)
+        size = np.where(in_ramp, base << j, full)
         return index, start, size
 
     def _perm(self, part: int, window: int, size: int) -> Permutation:
         perm = self._perms.get((part, window))
+        assert perm is None or isinstance(perm, Permutation)
         if perm is None:
             if len(self._perms) >= _CACHED_WINDOWS:
                 self._perms.clear()

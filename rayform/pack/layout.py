@@ -3,13 +3,24 @@
 A sample is the tar members of one key::
 
     <key>.<stream with / as .>.jpg|png|npy   one per image stream
+    <key>.<stream>.clip                      a video camera's clip (``codec.clip``), in the
+                                             first sample of the clip only
     <key>.lowdim.mp                          the record: t_ns, index, the META fields, and per
                                              array stream its values at t + j/fps,
-                                             j = 0..max_horizon ("future"), with the pad mask ("pad")
+                                             j = 0..max_horizon ("future"), with the pad mask
+                                             ("pad"); in a video pack, per video camera the
+                                             sample's frames in its clip ("frames": now, then
+                                             1 … max_history steps back) and the clip's sample
+                                             count ("clip")
+
+A video camera's samples come in clips of consecutive samples of one segment, which lie next
+to each other in the pack and in one shard; only the first holds the clip.
 
 The offset index is an int64 ``(samples, 3 + 2 * members)`` array: shard number, the
-sample's start and end offsets in that shard, then ``(data offset, size)`` of each member in
-the pack's ``members`` order (sorted, as the tar holds them). Samples are numbered in shard order.
+sample's span (start and end offsets in that shard), then ``(data offset, size)`` of each
+member in the pack's ``members`` order (sorted, as the tar holds them). A sample that shares
+its clip points at the first sample's clip member, and its span starts where that sample's
+does (so the span holds every byte it reads). Samples are numbered in shard order.
 """
 
 from __future__ import annotations
@@ -26,7 +37,39 @@ from rayform.untrusted import dtype as checked_dtype
 from rayform.untrusted import shape as checked_shape
 
 LOWDIM = "lowdim.mp"  # ".mp": the extension webdataset decodes as msgpack
-IMAGE_FORMATS = ("jpg", "png", "npy")
+IMAGE_FORMATS = ("jpg", "png", "npy", "clip")
+
+
+@dataclass(frozen=True)
+class VideoSchema:
+    """How a pack holds a video camera: ``codec``, samples per clip, and either ``kept`` (the
+    recorded packets copied) or the encoder's ``crf`` and ``preset``; ``why``: why a ``keep``
+    pack encoded it."""
+
+    codec: str
+    clip_frames: int
+    kept: bool = False
+    crf: int | None = None
+    preset: str | None = None
+    why: str | None = None
+
+    def to_manifest(self) -> dict[str, Any]:
+        return {"codec": self.codec, "clip_frames": self.clip_frames, "kept": self.kept, "crf": self.crf,
+                "preset": self.preset, "why": self.why}
+
+    @classmethod
+    def from_manifest(cls, m: Any, what: str) -> VideoSchema:
+        from rayform.codec.clip import CODECS
+
+        if not isinstance(m, dict) or m.get("codec") not in CODECS or type(m.get("kept")) is not bool:
+            raise Malformed(f"{what}: its video entry is not a codec ({', '.join(CODECS)}) and kept flag")
+        frames, crf = m.get("clip_frames"), m.get("crf")
+        if type(frames) is not int or not 1 <= frames <= 256 or (crf is not None and (type(crf) is not int)):
+            raise Malformed(f"{what}: video clip frames {str(frames)[:12]} or crf {str(crf)[:12]} is not a number")
+        preset, why = m.get("preset"), m.get("why")
+        if not all(v is None or (isinstance(v, str) and len(v) <= 400) for v in (preset, why)):
+            raise Malformed(f"{what}: video preset or why is not a short string")
+        return cls(m["codec"], frames, m["kept"], crf, preset, why)
 
 
 @dataclass(frozen=True)
@@ -41,14 +84,18 @@ class StreamSchema:
     units: str | None = None
     names: tuple[str, ...] | None = None
     frame: str | None = None
+    video: VideoSchema | None = None  # a camera packed as video
 
     @property
     def format(self) -> str:
         return self.member.rsplit(".", 1)[1]
 
     def to_manifest(self) -> dict[str, Any]:
-        return {"kind": self.kind, "member": self.member, "dtype": self.dtype, "shape": list(self.shape),
-                "units": self.units, "names": list(self.names) if self.names else None, "frame": self.frame}
+        out: dict[str, Any] = {"kind": self.kind, "member": self.member, "dtype": self.dtype, "shape": list(self.shape),
+               "units": self.units, "names": list(self.names) if self.names else None, "frame": self.frame}
+        if self.video is not None:
+            out["video"] = self.video.to_manifest()
+        return out
 
     @classmethod
     def from_manifest(cls, name: str, m: dict[str, Any], what: str = "pack manifest") -> StreamSchema:
@@ -57,7 +104,10 @@ class StreamSchema:
         member = m["member"]
         base = name.replace("/", ".")
         if kind == "image" and member not in {f"{base}.{fmt}" for fmt in IMAGE_FORMATS}:
-            raise Malformed(f"{what}: image member {str(member)[:80]!r} is not {base}.jpg|png|npy")
+            raise Malformed(f"{what}: image member {str(member)[:80]!r} is not {base}.jpg|png|npy|clip")
+        video = VideoSchema.from_manifest(m["video"], what) if m.get("video") is not None else None
+        if (video is not None) != (member == f"{base}.clip"):
+            raise Malformed(f"{what}: a .clip member goes with a video entry, and only it")
         if kind != "image" and member != base:
             raise Malformed(f"{what}: member {str(member)[:80]!r} is not {base}")
         shape = checked_shape(m["shape"], what)
@@ -74,8 +124,10 @@ class StreamSchema:
         units = m.get("units")
         if units is not None and not isinstance(units, str):
             raise Malformed(f"{what}: units is not a string")
+        if video is not None and (shape[2:] != (3,) or checked_dtype(m["dtype"], what) != "|u1"):
+            raise Malformed(f"{what}: a video camera is (H, W, 3) uint8, not {shape}")
         return cls(name, kind, member, checked_dtype(m["dtype"], what).str, shape, units,
-                   tuple(names) if names else None, frame)
+                   tuple(names) if names else None, frame, video)
 
 
 META_KEYS = ("slice", "segment", "segment_version", "site")  # the record's fields a sample's meta holds
@@ -93,8 +145,15 @@ def history_member(member: str, steps_back: int) -> str:
 
 def members_of(schema: Mapping[str, StreamSchema], max_history: int = 0) -> list[str]:
     """A sample's tar members, in the order the tar (and the index) holds them."""
-    images = [history_member(s.member, j) for s in schema.values() if s.kind == "image" for j in range(max_history + 1)]
-    return sorted(images + [LOWDIM])
+    images = [history_member(s.member, j) for s in schema.values() if s.kind == "image" and s.video is None
+              for j in range(max_history + 1)]
+    clips = [s.member for s in schema.values() if s.video is not None]  # history frames are in the clip
+    return sorted(images + clips + [LOWDIM])
+
+
+def clip_members(schema: Mapping[str, StreamSchema]) -> set[str]:
+    """The members a sample shares with the first sample of its clip."""
+    return {s.member for s in schema.values() if s.video is not None}
 
 
 def index_columns(members: Iterable[str]) -> int:

@@ -173,6 +173,11 @@ class Pack:
     def index_columns(self) -> int:
         return layout.index_columns(self.members)
 
+    @property
+    def has_video(self) -> bool:
+        """Whether a camera of this pack is video (clips, ``pack.layout``)."""
+        return any(s.video is not None for s in self.schema.values())
+
     def member_column(self, member: str) -> int:
         """Column of ``member``'s data offset in the index (its size is the next one)."""
         return layout.member_column(self.members, member)

@@ -10,7 +10,9 @@ from typing import Any
 from rayform.errors import InvalidInput
 from rayform.store.content import canonical_json, sha256_hex
 
-CODECS = ("keep", "jpeg", "png")
+VIDEO_CODECS = ("h264", "av1", "hevc")
+CODECS = ("keep", "jpeg", "png", *VIDEO_CODECS)
+CLIP_FRAMES = 8
 PACK_FORMAT = "rayform.pack/1"
 
 
@@ -33,7 +35,12 @@ class PackSpec:
 
     ``image_codec``: ``"keep"`` stores recorded JPEG/PNG bytes untouched (raw frames become
     PNG, or npy for float depth); ``"jpeg"`` re-encodes at ``jpeg_quality``; ``"png"`` stores
-    lossless. A ``resize`` (H, W) always re-encodes (``keep`` then keeps the format).
+    lossless; ``"h264"``, ``"av1"``, ``"hevc"`` encode every RGB camera as video: clips of
+    ``clip_frames`` samples, each one closed group of pictures (``rayform.codec.clip``), at
+    ``video_crf`` and ``video_preset`` (None: the codec's defaults, ``codec.video_encoder``).
+    Under ``keep`` a recorded video whose frames fall one per sample is copied packet for
+    packet; any other is encoded as H.264 (the manifest's schema says why). A ``resize`` (H, W)
+    always re-encodes (``keep`` then keeps the format).
     ``shard_bytes`` is a target: every shard but the last holds the same count of samples,
     chosen before rendering from the estimated tar size of a sample (``packer.estimate``),
     so shards come out about this size.
@@ -65,6 +72,9 @@ class PackSpec:
     interleave_seed: int | None = 0
     snap: float = 0.01
     max_history: int = 0
+    clip_frames: int = CLIP_FRAMES
+    video_crf: int | None = None
+    video_preset: str | None = None
     samples_per_task: int = field(default=256, compare=False)
 
     def __post_init__(self) -> None:
@@ -75,6 +85,7 @@ class PackSpec:
                                     ("max horizon", self.max_horizon, 0, MAX_HORIZON),
                                     ("max history", self.max_history, 0, MAX_HORIZON),
                                     ("shard size", self.shard_bytes, 1 << 16, 1 << 40),
+                                    ("clip frames", self.clip_frames, 1, 256),
                                     ("samples per task", self.samples_per_task, 1, 1 << 20)):
             if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
                 raise InvalidInput(f"{name} {str(value)[:40]!r}: must be an integer in [{lo}, {hi}]")
@@ -97,6 +108,11 @@ class PackSpec:
         seed = self.interleave_seed
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 1 << 63):
             raise InvalidInput(f"interleave seed {str(seed)[:40]!r}: a whole number in [0, 2**63), or None (time order)")
+        if self.video_crf is not None or self.video_preset is not None:
+            from rayform.codec.video_encoder import VideoCodec
+
+            VideoCodec("h264" if self.image_codec not in VIDEO_CODECS else self.image_codec, self.video_crf,
+                       self.video_preset, self.clip_frames)  # checks them
         if float(self.fps).is_integer():
             object.__setattr__(self, "fps", int(self.fps))
 
@@ -111,6 +127,9 @@ class PackSpec:
             out.pop("snap")  # exact: as packs were before snapping, same key
         if self.max_history == 0:
             out.pop("max_history")  # no history: as packs were before it, same key
+        for key, default in (("clip_frames", CLIP_FRAMES), ("video_crf", None), ("video_preset", None)):
+            if out[key] == default:
+                out.pop(key)  # as packs were before video, same key
         return out
 
     @classmethod
@@ -118,6 +137,11 @@ class PackSpec:
         # a pack made before interleaving holds its samples in time order; one made before
         # snapping aligned exactly
         return cls(**{"interleave_seed": None, "snap": 0, **m})
+
+    @property
+    def is_video(self) -> bool:
+        """Whether this pack encodes its RGB cameras as video (``keep`` may copy recorded video too)."""
+        return self.image_codec in VIDEO_CODECS
 
     def key(self) -> str:
         """A short, stable name for these parameters: ``fps15-<8 hex>``."""

@@ -30,6 +30,7 @@ class ShardJob:
     store_ref: StoreRef
     members: tuple[str, ...]  # sorted
     chunk_bytes: int
+    shared: frozenset[str] = frozenset()  # video clips: a clip's first sample holds it (``ShardWriter``)
 
 
 def write_shard(job: ShardJob) -> ShardFile:
@@ -49,7 +50,7 @@ def write_shard(job: ShardJob) -> ShardFile:
     tmp = scratch_dir(SCRATCH)
     try:
         with writing(tmp):
-            writer = ShardWriter(tmp, NEVER, list(job.members), job.chunk_bytes)
+            writer = ShardWriter(tmp, NEVER, list(job.members), job.chunk_bytes, job.shared)
             for i, (key, parts) in enumerate(slots):
                 for _ in writer.add(key, dict(zip(job.members, parts))):
                     raise AssertionError("a shard writer rolled over with no target")

@@ -31,15 +31,16 @@ from rayform.cache.store_view import CachedStore
 from rayform.errors import InvalidInput, NotFound
 from rayform.jobs import JobRunner
 from rayform.pack.catalog import Packs
-from rayform.pack.layout import StreamSchema, members_of
+from rayform.pack.layout import StreamSchema, clip_members, members_of
 from rayform.pack.manifest import Pack, SegmentCount, ShardInfo, pack_ref, write_manifest
 from rayform.pack.spec import PackSpec
 from rayform.packer import estimate
 from rayform.packer import tar_writer as shard_files
 from rayform.packer.assemble import ShardJob, write_shard
+from rayform.packer.camera_codec import video_schema
 from rayform.packer.measure import merge as merge_stats
 from rayform.packer.measure import quantile_stride
-from rayform.packer.placement import ShardLayout
+from rayform.packer.placement import ClipLayout, ShardLayout
 from rayform.packer.plan import SegmentPlan, Task, plan_segment, resolve_streams, tasks_of
 from rayform.packer.render import member_format
 from rayform.packer.runs import Piece, RunJob, RunResult, render_run
@@ -78,8 +79,12 @@ def _render_pack(slice_: Slice, spec: PackSpec, executor: Executor | None, worke
     segments = [slice_.segment(i) for i in range(len(slice_.segments))]
     streams = resolve_streams(segments, spec.streams)
     spec = dataclasses.replace(spec, streams=streams)
-    schema = _schema(segments, spec)
     plans = [plan_segment(i, seg, slice_.segments[i], spec) for i, seg in enumerate(segments)]
+    schema = _schema(segments, plans, spec)
+    video = any(s.video is not None for s in schema.values())
+    if video:  # tasks and runs start on a clip's first sample (``packer.clips``)
+        spec = dataclasses.replace(spec, samples_per_task=-(-spec.samples_per_task // spec.clip_frames)
+                                   * spec.clip_frames)
     del segments
     total = sum(len(p.times) for p in plans)
     if total == 0:
@@ -92,12 +97,15 @@ def _render_pack(slice_: Slice, spec: PackSpec, executor: Executor | None, worke
     workers = workers or config.pack_workers() or os.cpu_count() or 1
     members = tuple(sorted(members_of(schema, spec.max_history)))
     _sweep(store)
-    layout = ShardLayout.for_bytes(total, estimate.sample_bytes(slice_.store_ref, slice_.id, spec, schema, plans),
-                                   spec.shard_bytes, spec.interleave_seed)
+    sample_bytes = estimate.sample_bytes(slice_.store_ref, slice_.id, spec, schema, plans)
+    layout: ShardLayout | ClipLayout = (
+        ClipLayout.for_bytes(tuple(len(p.times) for p in plans), spec.clip_frames, sample_bytes, spec.shard_bytes,
+                             spec.interleave_seed) if video else
+        ShardLayout.for_bytes(total, sample_bytes, spec.shard_bytes, spec.interleave_seed))
     scratch: Scratch = LocalScratch.create() if executor is None else StoreScratch(slice_.store_ref)
     run_jobs = [RunJob(slice_.store_ref, slice_.id, spec, schema, members, layout, scratch, group,
                        quantile_stride(total))
-                for group in _runs(plans, spec.samples_per_task, _run_samples(layout))]
+                for group in _runs(plans, spec.samples_per_task, _run_samples(layout), spec.clip_frames if video else 1)]
     parallel = executor is not None or (workers > 1 and len(run_jobs) > 1)
     runs: list[RunResult] = []
     try:
@@ -108,7 +116,7 @@ def _render_pack(slice_: Slice, spec: PackSpec, executor: Executor | None, worke
                     bar.update(run.samples)
             shard_jobs = [
                 ShardJob(k, layout.bounds(k), tuple(r.sections[k] for r in runs if k in r.sections), scratch,
-                         slice_.store_ref, members, shard_files.CHUNK_BYTES)
+                         slice_.store_ref, members, shard_files.CHUNK_BYTES, frozenset(clip_members(schema)))
                 for k in range(layout.shards)
             ]
             written = pool.each(write_shard, shard_jobs)  # submitted now: the workers write while
@@ -157,23 +165,32 @@ def index_blob(store: CachedStore, shards: list[ShardFile]) -> str:
         shutil.rmtree(directory, ignore_errors=True)
 
 
-def _run_samples(layout: ShardLayout) -> int:
+def _run_samples(layout: ShardLayout | ClipLayout) -> int:
     # A run is held in its worker's memory while rendered: at most a shard's worth; and a
     # slice makes at least RUNS of them, so that the workers have work to share. A pure
     # function of the plan: the statistics are merged run by run.
     return max(1, min(layout.per_shard, -(-layout.samples // RUNS)))
 
 
-def _runs(plans: list[SegmentPlan], samples_per_task: int, per_run: int) -> Iterator[tuple[Piece, ...]]:
-    """The slice's samples in rendering order, cut into runs of ``per_run`` (the last fewer),
-    each run a tuple of tasks of at most ``samples_per_task`` samples of one segment."""
+def _runs(plans: list[SegmentPlan], samples_per_task: int, per_run: int, clip: int = 1
+          ) -> Iterator[tuple[Piece, ...]]:
+    """The slice's samples in rendering order, cut into runs of about ``per_run`` (the last
+    fewer), each run a tuple of tasks of at most ``samples_per_task`` samples of one segment;
+    a task cut only where a clip of ``clip`` samples starts."""
     run: list[Piece] = []
     first = filled = 0
+    per_run = max(per_run, clip)
     for plan in plans:
         span = (int(plan.times[0]), plan.end_ns) if len(plan.times) else (0, plan.end_ns)
         for task in tasks_of(plan, samples_per_task):
             while len(task.times):
                 take = min(len(task.times), per_run - filled)
+                if take < len(task.times):
+                    take -= take % clip
+                if not take:  # the rest of this run is shorter than a clip: the clip starts the next
+                    yield tuple(run)
+                    run, filled = [], 0
+                    continue
                 run.append(Piece(plan.segment_id, span, Task(task.position, task.version, task.start,
                                                               task.times[:take], task.grid_index[:take]), first))
                 task = Task(task.position, task.version, task.start + take, task.times[take:], task.grid_index[take:])
@@ -204,7 +221,7 @@ def _sweep(store: CachedStore) -> None:
     sweep_scratch(SCRATCH)
 
 
-def _schema(segments: list[Segment], spec: PackSpec) -> dict[str, StreamSchema]:
+def _schema(segments: list[Segment], plans: list[SegmentPlan], spec: PackSpec) -> dict[str, StreamSchema]:
     first = segments[0]
     out = {}
     for name in spec.streams or ():
@@ -220,9 +237,10 @@ def _schema(segments: list[Segment], spec: PackSpec) -> dict[str, StreamSchema]:
                 )
         member = name.replace("/", ".")
         if info.is_image:
-            fmt = member_format(info.encoding or "raw", info.dtype, spec)
             shape = info.shape if not spec.resize else tuple(spec.resize) + tuple(info.shape[2:])
-            out[name] = StreamSchema(name, "image", f"{member}.{fmt}", info.dtype, shape)
+            video = video_schema(name, segments, plans, spec)
+            fmt = "clip" if video is not None else member_format(info.encoding or "raw", info.dtype, spec)
+            out[name] = StreamSchema(name, "image", f"{member}.{fmt}", info.dtype, shape, video=video)
         else:
             out[name] = StreamSchema(name, info.kind, member, info.dtype, info.shape, info.units, info.names, info.frame)
     return out

@@ -4,7 +4,8 @@ Shard boundaries must be known before any sample is rendered (so that every task
 where its samples belong), so the samples per shard come from an estimate, made from up to
 ``SEGMENTS`` segments spread evenly over the slice: for a camera kept as recorded, the mean
 size of those segments' recorded frames; for the rest (records, re-encoded frames), the mean
-size of ``PER_SEGMENT`` samples of each rendered exactly as the pack renders them. The
+size of ``PER_SEGMENT`` samples of each rendered exactly as the pack renders them; for a video
+camera, each segment's first clip rendered, over its samples. The
 estimate depends on the plan and the segments' bytes only, so every process computes the
 same; shards are about ``shard_bytes``.
 """
@@ -32,12 +33,21 @@ def sample_bytes(store_ref: StoreRef, slice_id: str, spec: PackSpec, schema: dic
     per_segment = []
     for plan in chosen:
         seg = open_segment(store_ref, plan.version, plan.segment_id)
-        recorded = {n for n, s in schema.items() if s.kind == "image" and as_recorded(seg, n, s, spec)}
+        recorded = {n for n, s in schema.items() if s.kind == "image" and s.video is None and
+                    as_recorded(seg, n, s, spec)}
         frames = sum((1 + spec.max_history) * float(np.mean(BLOCK + padded(seg.frame_sizes(n))))
                      for n in recorded)
+        video = {n: s for n, s in schema.items() if s.video is not None}
+        if video:
+            clip = render_task(store_ref, plan.segment_id, slice_id, spec, video, (int(plan.times[0]), plan.end_ns),
+                               Task(plan.position, plan.version, 0, plan.times[:spec.clip_frames],
+                                    plan.grid_index[:spec.clip_frames]))
+            frames += float(np.mean([sum(BLOCK + padded(len(members[s.member])) if len(members[s.member]) else 0
+                                         for s in video.values())
+                                     for _, members in clip.samples]))
         k = np.unique(np.linspace(0, len(plan.times) - 1, min(PER_SEGMENT, len(plan.times))).round().astype(int))
         rendered = render_task(store_ref, plan.segment_id, slice_id, spec,
-                               {n: s for n, s in schema.items() if n not in recorded},
+                               {n: s for n, s in schema.items() if n not in recorded and n not in video},
                                (int(plan.times[0]), plan.end_ns),
                                Task(plan.position, plan.version, 0, plan.times[k], plan.grid_index[k]))
         rest = np.mean([sum(BLOCK + padded(len(data)) for data in members.values())

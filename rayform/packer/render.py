@@ -5,6 +5,9 @@ A sample is the members of one key::
 
     <key>.<stream with / as .>.jpg|png|npy   one per image stream
     <key>.<stream>.h<j>.jpg|png|npy          with max_history: the frame j steps back
+    <key>.<stream>.clip                      a video camera's clip, in its first sample
+                                             (``packer.clips``); the record names each
+                                             sample's frames in it
     <key>.lowdim.mp                          t_ns, meta fields (slice, segment, its version,
                                              site, task, its position in the slice, the grid
                                              step in it), and for every array stream
@@ -26,6 +29,7 @@ from rayform.codec import imagecodec, records
 from rayform.pack.layout import LOWDIM, StreamSchema, history_member
 from rayform.pack.spec import PackSpec
 from rayform.packer import align
+from rayform.packer.clips import render_clips
 from rayform.packer.plan import Task
 from rayform.packer.tar_writer import Buffer
 from rayform.recordings.segment_reader import Segment
@@ -89,10 +93,13 @@ def render_task(
     images: dict[str, list[Buffer]] = {}
     arrays: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     past: dict[str, np.ndarray] = {}
+    clip_frames: dict[str, list[list[int]]] = {}
     for name, s in schema.items():
         ts = seg.timestamps(name)
         snap = align.snap_ns(ts, spec.snap)
-        if s.kind == "image":
+        if s.video is not None:
+            images[s.member], clip_frames[name] = render_clips(seg, name, s, spec, t, back)
+        elif s.kind == "image":
             for j, when in enumerate([t, *back.T]):
                 idx = align.latest_at_or_before(ts, when, snap)
                 images[history_member(s.member, j)] = [_image_member(seg, name, int(i), s, spec) for i in idx]
@@ -122,6 +129,10 @@ def render_task(
         }
         if spec.max_history:
             lowdim["history_pad"] = records.pack_array(history_pad[j])
+        if clip_frames:
+            clip = spec.clip_frames
+            lowdim["frames"] = {name: frames[j] for name, frames in clip_frames.items()}
+            lowdim["clip"] = min(clip, len(t) - j // clip * clip)  # the samples of its clip
         members = {member: frames[j] for member, frames in images.items()}
         members[LOWDIM] = records.dumps(lowdim)
         out.append((sample_key(seg.id, seg.version, int(task.grid_index[j])), members))

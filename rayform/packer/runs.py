@@ -27,7 +27,7 @@ from rayform.errors import Malformed
 from rayform.pack.layout import StreamSchema
 from rayform.pack.spec import PackSpec
 from rayform.packer.measure import RunStats, StatsPart
-from rayform.packer.placement import ShardLayout
+from rayform.packer.placement import ClipLayout, ShardLayout
 from rayform.packer.plan import Task
 from rayform.packer.render import render_task
 from rayform.packer.scratch import Scratch, Section
@@ -51,7 +51,7 @@ class RunJob:
     spec: PackSpec
     schema: dict[str, StreamSchema]
     members: tuple[str, ...]  # sorted
-    layout: ShardLayout
+    layout: ShardLayout | ClipLayout
     scratch: Scratch
     pieces: tuple[Piece, ...]
     quantile_stride: int
@@ -80,12 +80,13 @@ def render_run(job: RunJob) -> RunResult:
             parts.append([members[m] for m in job.members])
     where = np.concatenate(positions) if positions else np.zeros(0, np.int64)
     order = np.argsort(where, kind="stable")
-    shard_of = where[order] // job.layout.per_shard
+    shard_of = job.layout.shard_of(where[order])
     sections: list[list[Buffer]] = []
     shards: list[int] = []
     counts: list[int] = []
-    for group in np.split(order, np.flatnonzero(np.diff(shard_of)) + 1) if len(order) else []:
-        shards.append(int(where[group[0]] // job.layout.per_shard))
+    for group, shard in zip(np.split(order, np.flatnonzero(np.diff(shard_of)) + 1) if len(order) else [],
+                            shard_of[np.r_[0, np.flatnonzero(np.diff(shard_of)) + 1]] if len(order) else []):
+        shards.append(int(shard))
         counts.append(len(group))
         sections.append(_section(where[group], [keys[i] for i in group.tolist()], [parts[i] for i in group.tolist()]))
     run, offsets = job.scratch.write(sections)

@@ -129,8 +129,14 @@ class ShardFile:
 class ShardWriter:
     """Rolls samples into shards of about ``target_bytes``; yields each shard as it closes."""
 
-    def __init__(self, directory: str, target_bytes: int, members: list[str], chunk_bytes: int | None = None):
+    def __init__(self, directory: str, target_bytes: int, members: list[str], chunk_bytes: int | None = None,
+                 shared: frozenset[str] = frozenset()):
+        """``shared``: members (video clips) that a sample given them empty shares with the last
+        sample before it in the shard that had them: no tar member is written, and its index row
+        points at that one's (``pack.layout``)."""
         self.directory = directory
+        self.shared = shared
+        self._owner: dict[str, tuple[int, int, int]] = {}  # shared member -> (offset, size, its sample's start)
         self.chunk_bytes = chunk_bytes or CHUNK_BYTES
         self.target_bytes = target_bytes
         self.members = sorted(members)  # TarWriter writes a sample's members in sorted order
@@ -155,6 +161,15 @@ class ShardWriter:
                                    "shorten the stream name")
             data = sample[m]
             n = len(data)
+            if m in self.shared:
+                if not n:
+                    if m not in self._owner:
+                        raise InvalidInput(f"sample {key}: shares the {m} of no sample before it in its shard")
+                    offset, size, start = self._owner[m]
+                    row += [offset, size]
+                    row[0] = min(row[0], start)
+                    continue
+                self._owner[m] = (at + BLOCK, n, row[0])
             buffers += (member_header(name, n), data)
             row += [at + BLOCK, n]
             at += BLOCK + padded(n)
@@ -176,6 +191,7 @@ class ShardWriter:
         self._file = _HashingFile(path, self.chunk_bytes)
         self._path = path
         self._rows = []
+        self._owner = {}
 
     def _close(self) -> ShardFile:
         f = self._file

@@ -70,6 +70,7 @@ class PackReader:
         self.pack = pack
         self.members = members
         self._cols = [pack.member_column(m) for m in members]
+        self._clips = any(m.endswith(".clip") for m in members)
         # reading shards through (streaming), or a few samples of many shards (random access:
         # a local store's shards are then verified by the chunks read, ``ChunkCheck``)
         self.whole_shards = whole_shards
@@ -94,6 +95,7 @@ class PackReader:
 
     def __getstate__(self) -> dict[str, Any]:
         return {"_store_ref": self._store_ref, "pack": self.pack, "members": self.members, "_cols": self._cols,
+                "_clips": self._clips,
                 "whole_shards": self.whole_shards}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -283,7 +285,9 @@ class PackReader:
             check = self._chunked.get(row[0])
             if check is not None and check.read(row[1], row[2]):
                 del self._chunked[row[0]]  # every chunk verified: the whole shard is
-            members = {m: view[row[c] : row[c] + row[c + 1]] for m, c in zip(self.members, self._cols)}
+            members: dict[str, Any] = {m: view[row[c] : row[c] + row[c + 1]] for m, c in zip(self.members, self._cols)}
+            if self._clips:
+                members["__clip__"] = (row[0], row[1])  # where its clip's samples start: one clip, one place
             out.append((f"{self.pack.slice_id}#{i}", members))
         return out
 

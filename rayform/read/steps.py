@@ -130,7 +130,8 @@ class _Held:
             if (key[0], s) in self._samples:
                 self._samples[(key[0], s)][1] += counts[s]
         for sample, (name, raw) in zip(unique, reader.raw_many(np.asarray(unique, np.int64))):
-            copied: dict[str, Any] = {member: bytes(view) for member, view in raw.items()}
+            copied: dict[str, Any] = {member: bytes(view) if isinstance(view, memoryview) else view
+                                      for member, view in raw.items()}
             copied["__key__"], copied["__part__"], copied["__shard__"] = name, key[0], key[1]
             self._samples[(key[0], sample)] = [copied, counts[sample]]
 

@@ -7,6 +7,7 @@ reads (and hashes) each blob once.
 
 from __future__ import annotations
 
+import functools
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
@@ -17,6 +18,7 @@ from rayform import names
 from rayform.cache.store_view import CachedStore
 from rayform.codec import imagecodec, records
 from rayform.errors import InvalidInput, Malformed, StreamNotFound
+from rayform.recordings.stored_video import StoredVideo
 from rayform.recordings.streams import StreamInfo
 from rayform.untrusted import mapping, string
 
@@ -44,6 +46,7 @@ class Segment:
             n: StreamInfo.from_manifest(n, s, what) for n, s in mapping(manifest.get("streams"), what).items()
         }
         self._blobs: OrderedDict[str, tuple[Any, int]] = OrderedDict()
+        self._videos: dict[str, StoredVideo] = {}
         self._kept_bytes = 0
 
     def __repr__(self) -> str:
@@ -95,8 +98,8 @@ class Segment:
         return bytes(self.frame_view(name, index))
 
     def frame_view(self, name: str, index: int) -> memoryview:
-        """Frame ``index`` of an encoded image stream, as recorded: a view of the blob it is in
-        (no copy; it keeps that blob's bytes alive)."""
+        """Frame ``index`` of an encoded image stream (a video's: packet ``index``), as recorded:
+        a view of the blob it is in (no copy; it keeps that blob's bytes alive)."""
         info, offsets = self._frame_offsets(name)
         blob, first = self._chunk_of(info, index)
         base = offsets[first]
@@ -107,8 +110,21 @@ class Segment:
         return memoryview(raw)[start:end]
 
     def frame_sizes(self, name: str) -> np.ndarray:
-        """The byte size of every frame of an encoded image stream, as recorded."""
+        """The byte size of every frame of an encoded image stream (a video's: every packet), as recorded."""
         return np.diff(self._frame_offsets(name)[1])
+
+    def video(self, name: str) -> StoredVideo:
+        """A video stream's packets, times and frames (``stored_video``), read once per segment."""
+        found = self._videos.get(name)
+        if found is None:
+            info = self.stream(name)
+            if info.video is None:
+                raise InvalidInput(f"{self.id}: stream {name!r} is not a video")
+            index = records.from_npy(self.store.get_blob(info.video.index), f"{self.id} stream {name} packet index")
+            found = self._videos[name] = StoredVideo(info, index, self.timestamps(name),
+                                                     functools.partial(self.frame_view, name),
+                                                     f"{self.id}@{self.version[:12]} stream {name}")
+        return found
 
     def _frame_offsets(self, name: str) -> tuple[StreamInfo, np.ndarray]:
         """An encoded stream's info and where each of its frames starts (one more: the end)."""
@@ -116,8 +132,9 @@ class Segment:
         if info.sizes is None:
             raise InvalidInput(f"{self.id}: stream {name!r} holds raw frames, not encoded bytes")
         offsets = self._cached("offsets:" + info.sizes, _offsets_of, info.sizes)
-        if len(offsets) != info.count + 1:
-            raise Malformed(f"{self.id}: stream {name} has {len(offsets) - 1} frame sizes for {info.count} frames")
+        count = info.video.packets if info.video is not None else info.count
+        if len(offsets) != count + 1:
+            raise Malformed(f"{self.id}: stream {name} has {len(offsets) - 1} frame sizes for {count} frames")
         return info, offsets
 
     def frame_array(self, name: str, index: int) -> np.ndarray:
@@ -130,6 +147,8 @@ class Segment:
             return result
         if info.encoding is None:
             raise InvalidInput(f"{self.id}: stream {name!r} holds array values, not frames")
+        if info.video is not None:
+            return self.video(name).frame(index)
         return imagecodec.decode(self.frame_bytes(name, index), info.encoding, expect=info.shape[:2],
                                  what=f"{self.id} stream {name} frame {index}")
 
@@ -163,8 +182,9 @@ class Segment:
 
     @staticmethod
     def _chunk_of(info: StreamInfo, index: int) -> tuple[str, int]:
-        if not 0 <= index < info.count:
-            raise IndexError(f"stream {info.name}: frame {index} of {info.count}")
+        count = info.video.packets if info.video is not None else info.count
+        if not 0 <= index < count:
+            raise IndexError(f"stream {info.name}: frame {index} of {count}")
         first = 0
         for blob, n in info.data:
             if index < first + n:

@@ -17,6 +17,7 @@ import numpy as np
 from rayform import names
 from rayform.cache.store_view import CachedStore
 from rayform.codec import imagecodec, records
+from rayform.codec.clip import CODECS as VIDEO_CODECS
 from rayform.errors import InvalidInput
 from rayform.frames import FRAMES
 from rayform.recordings.streams import (
@@ -25,12 +26,15 @@ from rayform.recordings.streams import (
     PoseStream,
     Stream,
     StreamInfo,
+    VideoInfo,
+    VideoStream,
     check_stream_name,
     check_timestamps,
 )
 
 SEGMENT_FORMAT = "rayform.segment/1"
-IMAGE_CHUNK_BYTES = 16 << 20  # frames are stored in blobs of about this size
+IMAGE_CHUNK_BYTES = 16 << 20  # frames (and video packets) are stored in blobs of about this size
+MAX_SIDE = 16384
 
 
 def check_site(site: str) -> str:
@@ -89,9 +93,11 @@ class SegmentWriter:
     def _put_stream(self, stream: Stream, allow_nonfinite: bool = False) -> StreamInfo:
         if isinstance(stream, ImageStream):
             return self._put_images(stream)
+        if isinstance(stream, VideoStream):
+            return self._put_video(stream)
         if isinstance(stream, (ArrayStream, PoseStream)):
             return self._put_array(stream, allow_nonfinite)
-        raise InvalidInput(f"{stream!r}: not an ImageStream, ArrayStream or PoseStream")
+        raise InvalidInput(f"{str(stream)[:80]}: not an ImageStream, VideoStream, ArrayStream or PoseStream")
 
     def _put_array(self, stream: ArrayStream | PoseStream, allow_nonfinite: bool = False) -> StreamInfo:
         values = np.asarray(stream.values)
@@ -168,7 +174,45 @@ class SegmentWriter:
             meta=dict(stream.meta),
         )
 
-    def _put_frame_chunks(self, frames: Sequence[bytes]) -> Iterable[tuple[str, int]]:
+    def _put_video(self, stream: VideoStream) -> StreamInfo:
+        """Packets kept as recorded, in chunked blobs; their times and keyframe flags in one index
+        blob; the frames' times as the stream's timestamps (each one packet's)."""
+        name = stream.name
+        packets = list(stream.packets)
+        times = check_timestamps(name, stream.timestamps, len(np.asarray(stream.timestamps)))
+        if stream.codec not in VIDEO_CODECS:
+            raise InvalidInput(f"stream {name}: video codec {stream.codec!r} is not one of {', '.join(VIDEO_CODECS)}")
+        for side, value in (("width", stream.width), ("height", stream.height)):
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_SIDE:
+                raise InvalidInput(f"stream {name}: video {side} {value!r} is not in 1..{MAX_SIDE}")
+        pts = np.asarray(stream.packet_times)
+        keys = np.asarray(stream.keyframes, bool)
+        if pts.dtype.kind not in "iu" or pts.shape != (len(packets),) or keys.shape != (len(packets),):
+            raise InvalidInput(f"stream {name}: {len(packets)} packets, {pts.size} packet times and {keys.size} "
+                               "keyframe flags: give one of each per packet (int64 ns, bool)")
+        if not packets or not keys[0]:
+            raise InvalidInput(f"stream {name}: the first packet is not a keyframe: the video would not decode from it")
+        if not all(isinstance(pk, (bytes, memoryview)) and len(pk) for pk in packets):
+            raise InvalidInput(f"stream {name}: a packet is empty or not bytes")
+        if np.any(np.diff(times) <= 0):
+            raise InvalidInput(f"stream {name}: two frames share a time; a video's frames have one each")
+        shown = np.sort(pts[pts >= times[0]])
+        if not np.array_equal(shown, times):
+            raise InvalidInput(f"stream {name}: {len(times)} frames, but the packets from the first frame's time on "
+                               f"are {len(shown)} with other times; each frame is one packet's time")
+        if len(stream.extradata) > 1 << 16:
+            raise InvalidInput(f"stream {name}: codec extradata of {len(stream.extradata)} bytes (at most 64 KiB)")
+        index = np.stack([pts.astype(np.int64), keys.astype(np.int64)], axis=1)
+        video = VideoInfo(stream.codec, len(packets), self.store.put_blob(records.to_npy(index)), bytes(stream.extradata),
+                          bool(np.any(np.diff(pts) < 0)))
+        return StreamInfo(
+            name=name, kind="image", count=len(times), dtype="|u1", shape=(stream.height, stream.width, 3),
+            timestamps=self.store.put_blob(records.to_npy(times)), data=tuple(self._put_frame_chunks(packets)),
+            encoding="video", sizes=self.store.put_blob(records.to_npy(np.array([len(pk) for pk in packets], np.int64))),
+            meta=dict(stream.meta), video=video,
+        )
+
+    def _put_frame_chunks(self, frames: Sequence[bytes | memoryview]) -> Iterable[tuple[str, int]]:
         buf: list[bytes] = []
         size = 0
         for f in frames:

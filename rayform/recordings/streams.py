@@ -1,9 +1,12 @@
 """Streams: the named, timestamped series a segment is made of.
 
-Three kinds, given to ``client.segments.add``:
+The kinds given to ``client.segments.add``:
 
 - :class:`ImageStream`: frames as encoded JPEG/PNG bytes (kept as recorded) or as a raw
   array ``(N, H, W[, C])`` (e.g. 16-bit depth, kept losslessly).
+- :class:`VideoStream`: a camera's encoded video as recorded (AV1, H.264, HEVC packets, their
+  times and keyframes), kept packet for packet: an image stream whose frames are decoded
+  when they are read (``encoding == "video"``).
 - :class:`ArrayStream`: ``(N, *shape)`` values of one dtype, with units and optional names.
 - :class:`PoseStream`: ``(N, 7)`` values ``x, y, z, qx, qy, qz, qw`` (position, then a unit
   quaternion in ROS order), with the coordinate frame convention they were recorded in.
@@ -21,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from rayform import names
+from rayform.codec.clip import CODECS as VIDEO_CODECS
 from rayform.errors import InvalidInput, Malformed
 from rayform.frames import FRAMES
 from rayform.untrusted import array_list, integer, mapping, parsing, string
@@ -100,7 +104,29 @@ class PoseStream:
     meta: Mapping[str, Any] = field(default_factory=dict)
 
 
-Stream = ImageStream | ArrayStream | PoseStream
+@dataclass(frozen=True)
+class VideoStream:
+    """A camera's encoded video, as recorded: ``packets`` in decode order, each one's
+    presentation time in ns (``packet_times``) and whether it is a keyframe (``keyframes``);
+    ``codec`` (``"av1"``, ``"h264"``, ``"hevc"``), the frames' ``width`` and ``height``, and the
+    codec's ``extradata`` where the container keeps it apart (H.264's avcC, say). The segment's
+    frames are ``timestamps``: each one packet's time. Packets timed before the first frame are
+    a lead-in that only decodes (a segment cut from a longer video starts at a keyframe at or
+    before its first frame); the first packet must be a keyframe."""
+
+    name: str
+    timestamps: Any
+    packets: Sequence[bytes | memoryview]
+    packet_times: Any
+    keyframes: Any
+    codec: str
+    width: int
+    height: int
+    extradata: bytes = b""
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+
+Stream = ImageStream | ArrayStream | PoseStream | VideoStream
 
 
 @dataclass(frozen=True)
@@ -114,16 +140,21 @@ class StreamInfo:
     shape: tuple[int, ...]
     timestamps: str  # blob holding the int64 timestamps
     data: tuple[tuple[str, int], ...]  # (blob, frames in it); one blob for arrays
-    encoding: str | None = None  # images: "jpeg" | "png" | "raw"
-    sizes: str | None = None  # encoded images: blob of per-frame byte sizes
+    encoding: str | None = None  # images: "jpeg" | "png" | "raw" | "video"
+    sizes: str | None = None  # encoded images: blob of per-frame (video: per-packet) byte sizes
     units: str | None = None
     names: tuple[str, ...] | None = None
     frame: str | None = None
     meta: Mapping[str, Any] = field(default_factory=dict)
+    video: VideoInfo | None = None  # encoding "video": the codec, and the blob of its packets' times
 
     @property
     def is_image(self) -> bool:
         return self.kind == "image"
+
+    @property
+    def is_video(self) -> bool:
+        return self.encoding == "video"
 
     def to_manifest(self) -> dict[str, Any]:
         out = {
@@ -140,6 +171,8 @@ class StreamInfo:
                 out[key] = getattr(self, key)
         if self.names is not None:
             out["names"] = list(self.names)
+        if self.video is not None:
+            out["video"] = self.video.to_manifest()
         return out
 
     @classmethod
@@ -153,16 +186,25 @@ class StreamInfo:
             with parsing(what):
                 blob, n = d
             data.append((names.digest(blob, f"{what}: data blob"), integer({"n": n}, "n", what, 1, MAX_COUNT)))
-        if not data or sum(n for _, n in data) != count or (kind != "image" and len(data) != 1):
-            raise Malformed(f"{what}: its data blobs hold {sum(n for _, n in data)} values, it claims {count}")
         encoding = string(m, "encoding", what, optional=True)
+        held = sum(n for _, n in data)
+        if not data or (held != count and encoding != "video") or (kind != "image" and len(data) != 1):
+            raise Malformed(f"{what}: its data blobs hold {held} values, it claims {count}")
         sizes = m.get("sizes")
+        video = None
         if kind == "image":
-            if encoding not in ("jpeg", "png", "raw"):
-                raise Malformed(f"{what}: image encoding {str(encoding)[:20]!r} is not jpeg, png or raw")
+            if encoding not in ("jpeg", "png", "raw", "video"):
+                raise Malformed(f"{what}: image encoding {str(encoding)[:20]!r} is not jpeg, png, raw or video")
             if (encoding == "raw") != (sizes is None):
                 raise Malformed(f"{what}: {'raw frames have no' if encoding == 'raw' else 'encoded frames need'} sizes")
-        elif encoding is not None or sizes is not None:
+            if encoding == "video":
+                video = VideoInfo.from_manifest(m.get("video"), what)
+                if sum(n for _, n in data) != video.packets or video.packets < count:
+                    raise Malformed(f"{what}: its data blobs hold {sum(n for _, n in data)} packets, it claims "
+                                    f"{video.packets} for {count} frames")
+            elif m.get("video") is not None:
+                raise Malformed(f"{what}: a {encoding} stream has no video entry")
+        elif encoding is not None or sizes is not None or m.get("video") is not None:
             raise Malformed(f"{what}: an {kind} stream has no encoding or sizes")
         frame = string(m, "frame", what, optional=True)
         if frame is not None and frame not in FRAMES:
@@ -185,4 +227,42 @@ class StreamInfo:
             names=tuple(stream_names) if stream_names is not None else None,
             frame=frame,
             meta=dict(mapping(meta, f"{what}: meta")),
+            video=video,
         )
+
+
+@dataclass(frozen=True)
+class VideoInfo:
+    """What a segment manifest says of a stored video beyond an image stream's: its codec,
+    extradata, how many packets, whether they reorder (packets' times not in decode order), and
+    the blob of each packet's presentation time and keyframe flag (npy int64 ``(packets, 2)``)."""
+
+    codec: str
+    packets: int
+    index: str
+    extradata: bytes = b""
+    reorders: bool = False
+
+    def to_manifest(self) -> dict[str, Any]:
+        return {"codec": self.codec, "packets": self.packets, "index": self.index,
+                "extradata": self.extradata.hex(), "reorders": self.reorders}
+
+    @classmethod
+    def from_manifest(cls, m: Any, what: str) -> VideoInfo:
+        what = f"{what}: video"
+        mapping(m, what)
+        codec = m.get("codec")
+        if codec not in VIDEO_CODECS:
+            raise Malformed(f"{what}: codec {str(codec)[:20]!r} is not one of {', '.join(VIDEO_CODECS)}")
+        extradata = m.get("extradata", "")
+        try:
+            raw = bytes.fromhex(extradata) if isinstance(extradata, str) and len(extradata) <= 1 << 17 else None
+        except ValueError:
+            raw = None
+        if raw is None:
+            raise Malformed(f"{what}: extradata is not a short hex string")
+        reorders = m.get("reorders", False)
+        if not isinstance(reorders, bool):
+            raise Malformed(f"{what}: reorders is not true or false")
+        return cls(codec, integer(m, "packets", what, 1, MAX_COUNT), names.digest(m.get("index"), f"{what}: index"),
+                   raw, reorders)

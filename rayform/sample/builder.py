@@ -35,6 +35,7 @@ from rayform.frames import convert_poses
 from rayform.pack.layout import LOWDIM, META_KEYS, StreamSchema, history_member
 from rayform.pack.manifest import Pack
 from rayform.sample.action import ActionPart
+from rayform.sample.clip_frames import DecodedClips, clip_item
 from rayform.sample.history import PAD
 from rayform.sample.images import chw, decode_image
 from rayform.sample.lowdim import RecordArrays
@@ -82,6 +83,8 @@ class SampleBuilder:
         self._futures = list(dict.fromkeys([s.name for s in self.arrays] + [p.stream.name for p in self.actions]))
         self._pasts = [s.name for s in self.arrays if s.name in self.history]
         self._pads = list(dict.fromkeys(p.stream.name for p in self.actions))
+        self.clips = DecodedClips()  # a video pack's decoded frames (made in each process that reads)
+        self.whole_clips = False  # the streaming dataset decodes whole clips: its order reads them through
 
     def _stream(self, schema: Mapping[str, StreamSchema], name: str) -> StreamSchema:
         if name not in schema:
@@ -104,7 +107,8 @@ class SampleBuilder:
     @property
     def members(self) -> list[str]:
         """The tar members a sample needs."""
-        return [history_member(s.member, k) for s in self.images for k in self.history.get(s.name, (0,))] + [LOWDIM]
+        return [history_member(s.member, k) for s in self.images if s.video is None
+                for k in self.history.get(s.name, (0,))] + [s.member for s in self.images if s.video] + [LOWDIM]
 
     def image_shape(self, s: StreamSchema) -> tuple[int, ...]:
         """An image stream's ``(H, W[, C])`` as samples hold it: as packed, or resized."""
@@ -156,12 +160,14 @@ class SampleBuilder:
         at = list(range(n)) if at is None else list(at)
         whats = [f"sample {key} of {self.pack.slice_id}" for key in keys]
         for s in self.images:
-            self._decode(s, raws, whats, rows[s.name], at)
+            if s.video is None:
+                self._decode(s, raws, whats, rows[s.name], at)
         entries: dict[tuple[str, str], list[Any]] = {}
-        metas, stamps = [], []
+        metas, stamps, lows = [], [], []
         for raw, what in zip(raws, whats):
             with parsing(what):
                 low = records.loads(raw[LOWDIM], what)
+                lows.append(low)
                 arrays = low["arrays"]
                 for name in self._futures:
                     entries.setdefault((name, "future"), []).append(arrays[name]["future"])
@@ -176,6 +182,9 @@ class SampleBuilder:
                 if type(t_ns) is not int or not _INT64[0] <= t_ns < _INT64[1]:
                     raise Malformed(f"{what}: t_ns is not a 64-bit integer")
                 stamps.append(t_ns)
+        for s in self.images:
+            if s.video is not None:
+                self._decode_clips(s, raws, lows, whats, rows[s.name], at)
         values = self._values(entries, whats)
         values["t_ns"] = np.array(stamps, np.int64)
         if self.normalizer is not None:
@@ -196,6 +205,15 @@ class SampleBuilder:
                 for i, k in enumerate(back):
                     decode_image(raw[history_member(s.member, k)], s.format, rows[j][i], s.shape,
                                  f"{what}, {s.name} {k} steps back", resize)
+
+    def _decode_clips(self, s: StreamSchema, raws: Sequence[Mapping[str, Any]], lows: Sequence[Any],
+                      whats: Sequence[str], rows: np.ndarray, at: Sequence[int]) -> None:
+        back = self.history.get(s.name, (0,))
+        items = []
+        for raw, low, what, j in zip(raws, lows, whats, at):
+            with parsing(what):
+                items.append(clip_item(raw, low, s, back, self.pack.spec.max_history, rows[j], what))
+        self.clips.fill(s, items, self.spec.resize, self.whole_clips)
 
     def _meta(self, low: Mapping[str, Any], what: str) -> dict[str, Any]:
         meta = {k: low[k] for k in self.meta_keys}

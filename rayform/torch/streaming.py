@@ -23,6 +23,7 @@ from rayform.torch.tensors import to_torch
 from rayform.torch.world import Split, World, nodes
 
 T = TypeVar("T")
+LANE_CLIPS = 8  # a lane of a video pack's window reads about this many clips, one after another
 
 
 @dataclass(frozen=True)
@@ -30,14 +31,24 @@ class ShuffleConfig:
     """Within each partition of an epoch, consecutive windows of ``window`` samples are
     permuted (0 or 1: read in the epoch's order), after a ramp of windows of one, two, four …
     global batches' share of the partition (so a stream starts on its first shards' first
-    samples: ``rayform.order.partition``). Seeded by the dataset's ``seed``."""
+    samples: ``rayform.order.partition``). Seeded by the dataset's ``seed``.
+
+    A video pack's windows are permuted in lanes instead (``rayform.order.lanes``): each batch
+    takes its samples from as many clips, and a clip's samples come ``clip_stride`` global
+    batches apart, so that each clip is decoded by one DataLoader worker where the number of
+    workers divides ``clip_stride`` (1 or 2 workers with the default; set it to your
+    ``num_workers``, and keep it when resuming: it is part of the order)."""
 
     window: int = 1000
+    clip_stride: int = 2
 
     def __post_init__(self) -> None:
         value = self.window
         if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 1 << 24:
             raise InvalidInput(f"ShuffleConfig window {value!r}: a whole number of samples, 0..{1 << 24}")
+        stride = self.clip_stride
+        if isinstance(stride, bool) or not isinstance(stride, int) or not 1 <= stride <= 64:
+            raise InvalidInput(f"ShuffleConfig clip_stride {stride!r}: a whole number of global batches, 1..64")
 
 
 def given(value: T, kind: type[T], name: str) -> T:
@@ -107,6 +118,8 @@ class StreamingEpisodeDataset(Statistics, OverParts, IterableDataset[dict[str, A
         self._explicit = split.where()
         self._pack_readers = stream_readers(self.parts)  # one per part; each reopens its store after a fork
         self._batch = BatchLayout(self.builders[0])
+        for builder in self.builders:
+            builder.whole_clips = True  # the lanes bring a clip's other samples soon after
         self._epoch_in_shared_memory()
         self._next = 0  # the next step this reader makes
         self._resume: tuple[int, int | None] = (0, None)  # (step, the worker whose state it is)
@@ -129,8 +142,10 @@ class StreamingEpisodeDataset(Statistics, OverParts, IterableDataset[dict[str, A
 
     def plan(self, epoch: int, global_batch: int | None = None) -> EpochPlan:
         """The epoch's global batches (``read.partition``)."""
+        clips = [b.pack.spec.clip_frames for b in self.builders if b.pack.has_video]
+        lanes = (self.shuffle.clip_stride, LANE_CLIPS * clips[0]) if clips else None
         return EpochPlan(len(self.parts), global_batch or self.global_batch, self.partitions, self.shuffle.window,
-                         self.seed, epoch, self.equalize)
+                         self.seed, epoch, self.equalize, lanes)
 
     def __len__(self) -> int:
         """Samples each rank yields per epoch (with ``batch_size``: ``len // batch_size`` batches)."""
