@@ -1,7 +1,8 @@
 """LeRobot datasets (v2.1 per-episode files, v3.0 chunked files) into segments.
 
-One segment per episode. Video features are decoded with PyAV (AV1, H.264, …) and
-stored as JPEG frames (a video has no per-frame bytes to keep); state, action and other
+One segment per episode. Video features are kept as recorded (``VideoStream``: the AV1,
+H.264 or HEVC packets of the episode's window, not decoded: ``video_source``), or, with
+``decode_video``, decoded with PyAV and stored as JPEG frames; state, action and other
 numeric features become array streams with their names; tasks and the robot type go into
 the segment's metadata. Timestamps are int64 ns from ``frame_index / fps`` (exact, no
 float drift), checked against the recorded float ``timestamp`` column.
@@ -26,6 +27,7 @@ import numpy as np
 from rayform.codec import imagecodec
 from rayform.errors import InvalidInput
 from rayform.pack.spec import check_fps
+from rayform.converters.video_source import demux_video
 from rayform.recordings.streams import RESERVED, ArrayStream, ImageStream, Stream
 
 SKIP_FEATURES = {"timestamp", "frame_index", "episode_index", "index", "task_index"}
@@ -198,12 +200,13 @@ class LeRobotDataset:
             first, gone = absent[0]
             raise InvalidInput(
                 f"{self.root}: the meta lists {len(absent)} episode(s) whose files are absent "
-                f"(episode {first.index}: {gone[0].relative_to(self.root)}). "
+                f"(episode {first.index}: {gone[0].relative_to(self.root.resolve())}). "
                 "Pass --allow-missing to convert the episodes that are there"
             )
         return episodes
 
-    def read_episode(self, e: Episode, jpeg_quality: int = 95) -> tuple[str, list[Stream], dict[str, Any]]:
+    def read_episode(self, e: Episode, jpeg_quality: int = 95, decode_video: bool = False
+                     ) -> tuple[str, list[Stream], dict[str, Any]]:
         import pyarrow.parquet as pq
 
         table = pq.read_table(e.data_file)
@@ -225,9 +228,18 @@ class LeRobotDataset:
             if name is None:
                 continue
             spec = self.features[feature]
-            if spec.get("dtype") == "video":
-                frames = decode_video(*e.videos[feature], expected=e.length, fps=self.fps, quality=jpeg_quality)
+            if spec.get("dtype") == "video" and decode_video:
+                frames = decode_frames(*e.videos[feature], expected=e.length, fps=self.fps, quality=jpeg_quality)
                 streams.append(ImageStream(name, t_ns, frames, meta={"source": "video", **spec.get("info", {})}))
+            elif spec.get("dtype") == "video":
+                path, from_s, to_s = e.videos[feature]
+                video = demux_video(path, name, from_s, to_s, e.length, self.fps, int(t_ns[0]) if len(t_ns) else 0,
+                                    meta={k: v for k, v in spec.get("info", {}).items() if isinstance(v, (str, int, float, bool))})
+                worst = np.max(np.abs(video.timestamps - t_ns)) if len(t_ns) else 0
+                if worst > NS / self.fps / 2:
+                    raise InvalidInput(f"{path}: episode {e.index}'s frames are up to {worst / 1e6:.1f} ms off its "
+                                       "data's timestamps; ingest with --decode-video to take the data's")
+                streams.append(video)
             elif spec.get("dtype") in ("image",):
                 continue  # image features stored inside parquet: not in the formats we have seen
             elif feature in table.column_names:
@@ -242,8 +254,8 @@ class LeRobotDataset:
         return f"{self.root.name}/episode_{e.index:06d}", streams, meta
 
 
-def decode_video(path: Path, from_s: float, to_s: float | None, expected: int, fps: float, quality: int
-                 ) -> list[bytes]:
+def decode_frames(path: Path, from_s: float, to_s: float | None, expected: int, fps: float, quality: int
+                  ) -> list[bytes]:
     """The frames of ``[from_s, to_s)`` of a video file, as JPEG bytes."""
     import av
 
@@ -268,8 +280,11 @@ def decode_video(path: Path, from_s: float, to_s: float | None, expected: int, f
     return frames
 
 
-def iter_lerobot(root: str | Path, mapping: Mapping[str, str | None] | None = None, allow_missing: bool = False
+def iter_lerobot(root: str | Path, mapping: Mapping[str, str | None] | None = None, allow_missing: bool = False,
+                 decode_video: bool = False, episodes: tuple[int, int] | None = None
                  ) -> Iterator[tuple[str, list[Stream], dict[str, Any]]]:
+    """The dataset's episodes (``episodes``: only ``[first, stop)`` of those present) as segments."""
     ds = LeRobotDataset(root, mapping)
-    for e in ds.select(allow_missing):
-        yield ds.read_episode(e)
+    chosen = ds.select(allow_missing)
+    for e in chosen[slice(*episodes)] if episodes is not None else chosen:
+        yield ds.read_episode(e, decode_video=decode_video)

@@ -43,11 +43,13 @@ class Clip:
     extradata: bytes = b""
     reorders: bool = False
 
+    def to_doc(self) -> dict[str, Any]:
+        return {"codec": self.codec, "width": self.width, "height": self.height, "extradata": bytes(self.extradata),
+                "frames": self.frames, "packets": [bytes(p) for p in self.packets], "keys": list(self.keys),
+                "reorders": self.reorders}
+
     def to_bytes(self) -> bytes:
-        return records.dumps({"codec": self.codec, "width": self.width, "height": self.height,
-                              "extradata": bytes(self.extradata), "frames": self.frames,
-                              "packets": [bytes(p) for p in self.packets], "keys": list(self.keys),
-                              "reorders": self.reorders})
+        return records.dumps(self.to_doc())
 
     @property
     def nbytes(self) -> int:
@@ -61,11 +63,12 @@ class Clip:
         return max((k for k in self.keys if k <= frame), default=0)
 
 
-def read_clip(data: bytes | memoryview, what: str, codec: str | None = None,
+def read_clip(data: bytes | memoryview | dict[str, Any], what: str, codec: str | None = None,
               size: tuple[int, int] | None = None) -> Clip:
-    """The clip in ``data``, every field checked (and against the schema's ``codec`` and
-    ``size`` (H, W) where given) before anything is decoded or allocated for it."""
-    doc = records.loads(data, what)
+    """The clip in ``data`` (its bytes, or their msgpack document), every field checked (and
+    against the schema's ``codec`` and ``size`` (H, W) where given) before anything is decoded
+    or allocated for it."""
+    doc = data if isinstance(data, dict) else records.loads(data, what)
     if not isinstance(doc, dict):
         raise Malformed(f"{what}: not a clip")
     name = doc.get("codec")

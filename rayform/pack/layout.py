@@ -2,25 +2,30 @@
 
 A sample is the tar members of one key::
 
-    <key>.<stream with / as .>.jpg|png|npy   one per image stream
-    <key>.<stream>.clip                      a video camera's clip (``codec.clip``), in the
-                                             first sample of the clip only
+    <key>.<stream with / as .>.jpg|png|npy   one per image stream (not video)
     <key>.lowdim.mp                          the record: t_ns, index, the META fields, and per
                                              array stream its values at t + j/fps,
-                                             j = 0..max_horizon ("future"), with the pad mask
-                                             ("pad"); in a video pack, per video camera the
-                                             sample's frames in its clip ("frames": now, then
-                                             1 … max_history steps back) and the clip's sample
-                                             count ("clip")
+                                             j = 0..max_horizon ("future"), with the pad mask ("pad")
 
-A video camera's samples come in clips of consecutive samples of one segment, which lie next
-to each other in the pack and in one shard; only the first holds the clip.
+A video pack (``StreamSchema.video`` on a camera) has no ``lowdim.mp``: its samples come in
+clips of up to ``clip_frames`` consecutive samples of one segment, next to each other in the
+pack and in one shard, and the first sample of each holds ``<key>.clips.mp``::
+
+    {"record": {"samples": n, "t_ns": [n], "index": [n], "rows_from": k0, the META fields,
+                "arrays": {stream: {"values": (rows, *shape), "pad": (rows,)}},
+                "history_pad": (rows,), "frames": {camera: (n, 1 + max_history) int32}},
+     "video": {camera: a clip (``codec.clip``)}}
+
+Row ``r`` of the arrays is the grid step ``k0 + r`` (sample ``j``'s future is the rows from
+``index[j] − k0`` on, its past the ``max_history`` before); ``frames[j]`` are sample ``j``'s
+frames in its camera's clip, now then each step back.
 
 The offset index is an int64 ``(samples, 3 + 2 * members)`` array: shard number, the
 sample's span (start and end offsets in that shard), then ``(data offset, size)`` of each
-member in the pack's ``members`` order (sorted, as the tar holds them). A sample that shares
-its clip points at the first sample's clip member, and its span starts where that sample's
-does (so the span holds every byte it reads). Samples are numbered in shard order.
+member in the pack's ``members`` order (sorted, as the tar holds them). A video pack's index
+has one more lead column, after the span: the sample's place in its clip; every sample of a
+clip points at the first's ``clips.mp``, and its span starts where the first's does (so the
+span holds every byte it reads). Samples are numbered in shard order.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from rayform.untrusted import dtype as checked_dtype
 from rayform.untrusted import shape as checked_shape
 
 LOWDIM = "lowdim.mp"  # ".mp": the extension webdataset decodes as msgpack
+CLIPS = "clips.mp"  # a video pack's, in the first sample of each clip
 IMAGE_FORMATS = ("jpg", "png", "npy", "clip")
 
 
@@ -147,19 +153,29 @@ def members_of(schema: Mapping[str, StreamSchema], max_history: int = 0) -> list
     """A sample's tar members, in the order the tar (and the index) holds them."""
     images = [history_member(s.member, j) for s in schema.values() if s.kind == "image" and s.video is None
               for j in range(max_history + 1)]
-    clips = [s.member for s in schema.values() if s.video is not None]  # history frames are in the clip
-    return sorted(images + clips + [LOWDIM])
+    return sorted(images + [CLIPS if has_video(schema) else LOWDIM])
+
+
+def has_video(schema: Mapping[str, StreamSchema]) -> bool:
+    return any(s.video is not None for s in schema.values())
 
 
 def clip_members(schema: Mapping[str, StreamSchema]) -> set[str]:
     """The members a sample shares with the first sample of its clip."""
-    return {s.member for s in schema.values() if s.video is not None}
+    return {CLIPS} if has_video(schema) else set()
+
+
+def index_lead(members: Iterable[str]) -> int:
+    """The index's columns before the members': shard, span start, span end (and in a video
+    pack, the place in the clip)."""
+    return INDEX_LEAD + (CLIPS in members)
 
 
 def index_columns(members: Iterable[str]) -> int:
-    return INDEX_LEAD + 2 * len(list(members))
+    members = list(members)
+    return index_lead(members) + 2 * len(members)
 
 
 def member_column(members: list[str], member: str) -> int:
     """Column of ``member``'s data offset in the index (its size is the next one)."""
-    return INDEX_LEAD + 2 * members.index(member)
+    return index_lead(members) + 2 * members.index(member)

@@ -174,6 +174,10 @@ class Pack:
         return layout.index_columns(self.members)
 
     @property
+    def index_lead(self) -> int:
+        return layout.index_lead(self.members)
+
+    @property
     def has_video(self) -> bool:
         """Whether a camera of this pack is video (clips, ``pack.layout``)."""
         return any(s.video is not None for s in self.schema.values())

@@ -1,26 +1,31 @@
-"""Rendering a video camera's samples: each clip of a task, and every sample's frames in it.
+"""Rendering a video pack's samples: one ``clips.mp`` member per clip of samples.
 
 A task's samples are cut into clips of ``clip_frames`` consecutive samples (tasks and runs
-start on a clip's first sample, ``packer.driver``). A clip holds each frame its samples show
-once, now or as history, in time order; its first sample carries it (``<stream>.clip``), the
-others an empty member (the shard writer points them at the first's), and every sample's
-record names its frames in the clip: now, then 1 … max_history steps back.
+start on a clip's first sample, ``packer.driver``). The clip's first sample carries its
+``clips.mp`` (``pack.layout``); the others an empty member, which the shard writer points at
+the first's. It holds, per video camera, the clip of every frame its samples show, now or as
+history, in time order; and the clip's record: what a JPEG pack's records hold per sample,
+held once for the clip. Array values are kept once per grid step the clip's samples read
+(``rows``: from ``max_history`` steps before the first sample to ``max_horizon`` after the
+last), not once per sample and step (17 times each, at horizon 16).
 
-A clip is either the recorded packets copied (``kept``: from the keyframe at or before its
-first frame, so it decodes alone; not one pixel re-encoded) or the frames encoded
+A camera's clip is either the recorded packets copied (``kept``: from the keyframe at or
+before its first frame, so it decodes alone; not one pixel re-encoded) or the frames encoded
 (``codec.video_encoder``), resized first where the pack resizes.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
-from rayform.codec import imagecodec
+from rayform.codec import imagecodec, records
+from rayform.codec.clip import Clip
 from rayform.codec.video_encoder import VideoCodec
 from rayform.pack.layout import StreamSchema
 from rayform.pack.spec import PackSpec
 from rayform.packer import align
-from rayform.packer.tar_writer import Buffer
 from rayform.recordings.segment_reader import Segment
 
 
@@ -32,29 +37,53 @@ def frame_indices(seg: Segment, name: str, spec: PackSpec, t: np.ndarray, back: 
     return np.stack([align.latest_at_or_before(ts, when, snap) for when in [t, *back.T]], axis=1)
 
 
-def render_clips(seg: Segment, name: str, s: StreamSchema, spec: PackSpec, t: np.ndarray, back: np.ndarray
-                 ) -> tuple[list[Buffer], list[list[int]]]:
-    """For samples at ``t`` (whole clips, the first a clip's first): each one's ``.clip`` member
-    (the clip in a clip's first sample, empty in the others) and its frames in its clip."""
+def render_clip_docs(seg: Segment, spec: PackSpec, schema: dict[str, StreamSchema], grid: np.ndarray,
+                     t: np.ndarray, back: np.ndarray, span: tuple[int, int], base: dict[str, Any]) -> list[bytes]:
+    """The ``clips.mp`` of each clip of samples at ``t`` (grid steps ``grid``; whole clips,
+    the first a clip's first): ``base`` is the record's fields every sample shares."""
+    videos = {name: s for name, s in schema.items() if s.video is not None}
+    arrays = {name: s for name, s in schema.items() if s.kind != "image"}
+    frames = {name: frame_indices(seg, name, spec, t, back) for name in videos}
+    origin = int(t[0]) - int(round(int(grid[0]) * align.NS / spec.fps))  # the grid's step 0
+    start_ns, end_ns = span
+    out = []
+    for first in range(0, len(t), spec.clip_frames):
+        at = slice(first, first + spec.clip_frames)
+        rows_from = int(grid[at][0]) - spec.max_history
+        steps = np.arange(rows_from, int(grid[at][-1]) + spec.max_horizon + 1, dtype=np.int64)
+        when = origin + np.round(steps * (align.NS / spec.fps)).astype(np.int64)
+        record: dict[str, Any] = {**base, "samples": len(t[at]), "t_ns": t[at].tolist(), "index": grid[at].tolist(),
+                                  "rows_from": rows_from, "arrays": {}, "frames": {}}
+        for name, s in arrays.items():
+            ts = seg.timestamps(name)
+            end = min(end_ns, int(ts[-1]))
+            # as a JPEG pack's records: past held at the first sample, future at the end
+            values = align.interpolate(ts, seg.values(name), np.clip(when, start_ns, end), s.kind)
+            pad = when > end + align.snap_ns(ts, spec.snap)
+            record["arrays"][name] = {"values": records.pack_array(values), "pad": records.pack_array(pad)}
+        if spec.max_history:
+            record["history_pad"] = records.pack_array(when < start_ns)
+        clips = {}
+        for name, s in videos.items():
+            clip, where = _clip(seg, name, s, spec, frames[name][at])
+            clips[name] = clip.to_doc()
+            record["frames"][name] = records.pack_array(where.astype(np.int32))
+        out.append(records.dumps({"record": record, "video": clips}))
+    return out
+
+
+def _clip(seg: Segment, name: str, s: StreamSchema, spec: PackSpec, shows: np.ndarray) -> tuple[Clip, np.ndarray]:
+    """Camera ``name``'s clip of recorded frames ``shows`` (per sample, now then back), and
+    where each of them is in it."""
     video = s.video
     assert video is not None
-    idx = frame_indices(seg, name, spec, t, back)
-    codec = None if video.kept else VideoCodec(video.codec, video.crf, video.preset, video.clip_frames)
-    members: list[Buffer] = []
-    frames: list[list[int]] = []
-    for first in range(0, len(t), video.clip_frames):
-        block = idx[first:first + video.clip_frames]
-        shown = np.unique(block)
-        if codec is None:
-            stored = seg.video(name)
-            clip, start = stored.clip(int(shown[0]), int(shown[-1]))
-            where = stored.frame_packet[block] - start
-        else:
-            clip = codec.encode([_frame(seg, name, int(i), spec) for i in shown], spec.fps)
-            where = np.searchsorted(shown, block)
-        members += [clip.to_bytes(), *[b""] * (len(block) - 1)]
-        frames += where.tolist()
-    return members, frames
+    shown = np.unique(shows)
+    if video.kept:
+        stored = seg.video(name)
+        clip, start = stored.clip(int(shown[0]), int(shown[-1]))
+        return clip, stored.frame_packet[shows] - start
+    codec = VideoCodec(video.codec, video.crf, video.preset, video.clip_frames)
+    return codec.encode([_frame(seg, name, int(i), spec) for i in shown], spec.fps), np.searchsorted(shown, shows)
 
 
 def _frame(seg: Segment, name: str, index: int, spec: PackSpec) -> np.ndarray:

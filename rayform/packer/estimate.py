@@ -37,17 +37,16 @@ def sample_bytes(store_ref: StoreRef, slice_id: str, spec: PackSpec, schema: dic
                     as_recorded(seg, n, s, spec)}
         frames = sum((1 + spec.max_history) * float(np.mean(BLOCK + padded(seg.frame_sizes(n))))
                      for n in recorded)
-        video = {n: s for n, s in schema.items() if s.video is not None}
-        if video:
-            clip = render_task(store_ref, plan.segment_id, slice_id, spec, video, (int(plan.times[0]), plan.end_ns),
+        if any(s.video is not None for s in schema.values()):  # a clip's samples, as rendered
+            clip = render_task(store_ref, plan.segment_id, slice_id, spec, schema, (int(plan.times[0]), plan.end_ns),
                                Task(plan.position, plan.version, 0, plan.times[:spec.clip_frames],
                                     plan.grid_index[:spec.clip_frames]))
-            frames += float(np.mean([sum(BLOCK + padded(len(members[s.member])) if len(members[s.member]) else 0
-                                         for s in video.values())
-                                     for _, members in clip.samples]))
+            per_segment.append(float(np.mean([sum(BLOCK + padded(len(data)) for data in members.values() if len(data))
+                                              for _, members in clip.samples])))
+            continue
         k = np.unique(np.linspace(0, len(plan.times) - 1, min(PER_SEGMENT, len(plan.times))).round().astype(int))
         rendered = render_task(store_ref, plan.segment_id, slice_id, spec,
-                               {n: s for n, s in schema.items() if n not in recorded and n not in video},
+                               {n: s for n, s in schema.items() if n not in recorded},
                                (int(plan.times[0]), plan.end_ns),
                                Task(plan.position, plan.version, 0, plan.times[k], plan.grid_index[k]))
         rest = np.mean([sum(BLOCK + padded(len(data)) for data in members.values())

@@ -5,9 +5,9 @@ A sample is the members of one key::
 
     <key>.<stream with / as .>.jpg|png|npy   one per image stream
     <key>.<stream>.h<j>.jpg|png|npy          with max_history: the frame j steps back
-    <key>.<stream>.clip                      a video camera's clip, in its first sample
-                                             (``packer.clips``); the record names each
-                                             sample's frames in it
+    <key>.clips.mp                           a video pack's, instead of lowdim.mp: in the
+                                             first sample of each clip, its cameras' clips
+                                             and its samples' record (``packer.clips``)
     <key>.lowdim.mp                          t_ns, meta fields (slice, segment, its version,
                                              site, task, its position in the slice, the grid
                                              step in it), and for every array stream
@@ -26,10 +26,10 @@ import numpy as np
 
 from rayform.cache.store_view import StoreRef
 from rayform.codec import imagecodec, records
-from rayform.pack.layout import LOWDIM, StreamSchema, history_member
+from rayform.pack.layout import CLIPS, LOWDIM, StreamSchema, history_member
 from rayform.pack.spec import PackSpec
 from rayform.packer import align
-from rayform.packer.clips import render_clips
+from rayform.packer.clips import render_clip_docs
 from rayform.packer.plan import Task
 from rayform.packer.tar_writer import Buffer
 from rayform.recordings.segment_reader import Segment
@@ -93,13 +93,12 @@ def render_task(
     images: dict[str, list[Buffer]] = {}
     arrays: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     past: dict[str, np.ndarray] = {}
-    clip_frames: dict[str, list[list[int]]] = {}
     for name, s in schema.items():
         ts = seg.timestamps(name)
         snap = align.snap_ns(ts, spec.snap)
         if s.video is not None:
-            images[s.member], clip_frames[name] = render_clips(seg, name, s, spec, t, back)
-        elif s.kind == "image":
+            continue  # in the clips (below)
+        if s.kind == "image":
             for j, when in enumerate([t, *back.T]):
                 idx = align.latest_at_or_before(ts, when, snap)
                 images[history_member(s.member, j)] = [_image_member(seg, name, int(i), s, spec) for i in idx]
@@ -110,17 +109,19 @@ def render_task(
             if spec.max_history:
                 flat = align.interpolate(ts, values, back.reshape(-1), s.kind)
                 past[name] = flat.reshape(len(t), spec.max_history, *values.shape[1:])
+    base = {"episode": task.position, "task": seg.task, "slice": slice_id, "segment": seg.id,
+            "segment_version": seg.version, "site": seg.site}
+    if any(s.video is not None for s in schema.values()):
+        docs = render_clip_docs(seg, spec, schema, task.grid_index, t, back, span, base)
+        images[CLIPS] = [docs[j // spec.clip_frames] if j % spec.clip_frames == 0 else b"" for j in range(len(t))]
+        return Rendered([(sample_key(seg.id, seg.version, int(task.grid_index[j])),
+                          {member: frames[j] for member, frames in images.items()}) for j in range(len(t))], arrays)
     out: list[tuple[str, dict[str, Buffer]]] = []
     for j in range(len(t)):
         lowdim = {
             "t_ns": int(t[j]),
             "index": int(task.grid_index[j]),
-            "episode": task.position,
-            "task": seg.task,
-            "slice": slice_id,
-            "segment": seg.id,
-            "segment_version": seg.version,
-            "site": seg.site,
+            **base,
             "arrays": {
                 name: {"future": records.pack_array(values[j]), "pad": records.pack_array(pad[j]),
                        **({"past": records.pack_array(past[name][j])} if name in past else {})}
@@ -129,10 +130,6 @@ def render_task(
         }
         if spec.max_history:
             lowdim["history_pad"] = records.pack_array(history_pad[j])
-        if clip_frames:
-            clip = spec.clip_frames
-            lowdim["frames"] = {name: frames[j] for name, frames in clip_frames.items()}
-            lowdim["clip"] = min(clip, len(t) - j // clip * clip)  # the samples of its clip
         members = {member: frames[j] for member, frames in images.items()}
         members[LOWDIM] = records.dumps(lowdim)
         out.append((sample_key(seg.id, seg.version, int(task.grid_index[j])), members))

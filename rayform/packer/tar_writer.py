@@ -122,7 +122,8 @@ class ShardFile:
     sha256: str
     bytes: int
     samples: int
-    index: np.ndarray  # (samples, 2 + 2*members): sample start, end, then (offset, size) per member
+    # (samples, 2 + 2*members): sample start, end, (a video pack's: place in the clip,) then (offset, size) per member
+    index: np.ndarray
     chunks: builtins.bytes  # sha256 of each chunk of the shard, 32 bytes each
 
 
@@ -131,12 +132,13 @@ class ShardWriter:
 
     def __init__(self, directory: str, target_bytes: int, members: list[str], chunk_bytes: int | None = None,
                  shared: frozenset[str] = frozenset()):
-        """``shared``: members (video clips) that a sample given them empty shares with the last
-        sample before it in the shard that had them: no tar member is written, and its index row
-        points at that one's (``pack.layout``)."""
+        """``shared``: members (a video pack's clips) that a sample given them empty shares with
+        the last sample before it in the shard that had them: no tar member is written, and its
+        index row points at that one's and says how many samples after it it is (``pack.layout``)."""
         self.directory = directory
         self.shared = shared
         self._owner: dict[str, tuple[int, int, int]] = {}  # shared member -> (offset, size, its sample's start)
+        self._first: dict[str, int] = {}  # shared member -> the row of the sample that holds it
         self.chunk_bytes = chunk_bytes or CHUNK_BYTES
         self.target_bytes = target_bytes
         self.members = sorted(members)  # TarWriter writes a sample's members in sorted order
@@ -151,7 +153,7 @@ class ShardWriter:
             self._open()
         f = self._file
         assert f is not None
-        row = [f.size, 0]
+        row = [f.size, 0] + ([0] if self.shared else [])
         at = f.size
         buffers: list[bytes | memoryview] = []
         for m in self.members:
@@ -168,8 +170,10 @@ class ShardWriter:
                     offset, size, start = self._owner[m]
                     row += [offset, size]
                     row[0] = min(row[0], start)
+                    row[2] = len(self._rows) - self._first[m]
                     continue
                 self._owner[m] = (at + BLOCK, n, row[0])
+                self._first[m] = len(self._rows)
             buffers += (member_header(name, n), data)
             row += [at + BLOCK, n]
             at += BLOCK + padded(n)
@@ -191,7 +195,7 @@ class ShardWriter:
         self._file = _HashingFile(path, self.chunk_bytes)
         self._path = path
         self._rows = []
-        self._owner = {}
+        self._owner, self._first = {}, {}
 
     def _close(self) -> ShardFile:
         f = self._file

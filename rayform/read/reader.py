@@ -54,6 +54,7 @@ from rayform.cache.fetching import FetchRequest
 from rayform.cache.store_view import CachedStore, StoreRef
 from rayform.codec import records
 from rayform.errors import BlobNotFound, IntegrityError, Malformed, OfflineError, StoreError, fixed_by
+from rayform.pack.layout import CLIPS, INDEX_LEAD
 from rayform.pack.manifest import Pack
 from rayform.read.resident import resident_file_bytes
 
@@ -70,7 +71,7 @@ class PackReader:
         self.pack = pack
         self.members = members
         self._cols = [pack.member_column(m) for m in members]
-        self._clips = any(m.endswith(".clip") for m in members)
+        self._clips = CLIPS in members
         # reading shards through (streaming), or a few samples of many shards (random access:
         # a local store's shards are then verified by the chunks read, ``ChunkCheck``)
         self.whole_shards = whole_shards
@@ -153,7 +154,8 @@ class PackReader:
         if len(wanted) and (wanted.min() < 0 or wanted.max() >= self.pack.samples):
             raise IndexError(f"{self.pack.slice_id}: sample ids outside 0..{self.pack.samples - 1}")
         rows = np.asarray(self.index[wanted])
-        _check_rows(rows, self.pack.shard_bytes, self.pack.index_columns, f"index of {self.pack.slice_id}")
+        _check_rows(rows, self.pack.shard_bytes, self.pack.index_columns, f"index of {self.pack.slice_id}",
+                    self.pack.index_lead)
         return rows
 
     def shard_of(self, indices: np.ndarray) -> np.ndarray:
@@ -287,7 +289,7 @@ class PackReader:
                 del self._chunked[row[0]]  # every chunk verified: the whole shard is
             members: dict[str, Any] = {m: view[row[c] : row[c] + row[c + 1]] for m, c in zip(self.members, self._cols)}
             if self._clips:
-                members["__clip__"] = (row[0], row[1])  # where its clip's samples start: one clip, one place
+                members["__clip__"] = (row[0], row[1], row[3])  # its clip (shard, where it starts), its place in it
             out.append((f"{self.pack.slice_id}#{i}", members))
         return out
 
@@ -399,15 +401,18 @@ def _map_index(path: Path, shape: tuple[int, int], what: str) -> tuple[mmap.mmap
     return m, np.frombuffer(m, "<i8", shape[0] * shape[1], offset).reshape(shape)
 
 
-def _check_rows(rows: np.ndarray, shard_bytes: np.ndarray, columns: int, what: str) -> None:
-    """Every row: a shard that exists, a sample span inside it, every member inside the span."""
+def _check_rows(rows: np.ndarray, shard_bytes: np.ndarray, columns: int, what: str, lead: int = INDEX_LEAD) -> None:
+    """Every row: a shard that exists, a sample span inside it, every member inside the span
+    (and a video pack's place in the clip: 0 … 4095)."""
     if not len(rows):
         return
     shard, start, end = rows[:, 0], rows[:, 1], rows[:, 2]
     ok = (shard >= 0) & (shard < len(shard_bytes))
     size = shard_bytes[np.where(ok, shard, 0)]
     ok &= (start >= 0) & (start <= end) & (end <= size)
-    offsets, sizes = rows[:, 3:columns:2], rows[:, 4:columns:2]
+    if lead > INDEX_LEAD:
+        ok &= (rows[:, INDEX_LEAD] >= 0) & (rows[:, INDEX_LEAD] < 4096)
+    offsets, sizes = rows[:, lead:columns:2], rows[:, lead + 1:columns:2]
     ok &= ((offsets >= start[:, None]) & (sizes >= 0) & (sizes <= end[:, None] - offsets)).all(axis=1)
     if not ok.all():
         bad = rows[int(np.flatnonzero(~ok)[0])].tolist()

@@ -196,10 +196,10 @@ class SegmentWriter:
             raise InvalidInput(f"stream {name}: a packet is empty or not bytes")
         if np.any(np.diff(times) <= 0):
             raise InvalidInput(f"stream {name}: two frames share a time; a video's frames have one each")
-        shown = np.sort(pts[pts >= times[0]])
+        shown = np.sort(pts[(pts >= times[0]) & (pts <= times[-1])])
         if not np.array_equal(shown, times):
-            raise InvalidInput(f"stream {name}: {len(times)} frames, but the packets from the first frame's time on "
-                               f"are {len(shown)} with other times; each frame is one packet's time")
+            raise InvalidInput(f"stream {name}: {len(times)} frames, but the packets from the first frame's time to "
+                               f"the last's are {len(shown)} with other times; each frame is one packet's time")
         if len(stream.extradata) > 1 << 16:
             raise InvalidInput(f"stream {name}: codec extradata of {len(stream.extradata)} bytes (at most 64 KiB)")
         index = np.stack([pts.astype(np.int64), keys.astype(np.int64)], axis=1)

@@ -40,7 +40,8 @@ class StoredVideo:
             raise Malformed(f"{what}: its packets' times {'do not ' if video.reorders else ''}go back where the "
                             "manifest says otherwise")
         order = np.argsort(self.packet_times, kind="stable")
-        shown = order[self.packet_times[order] >= times[0]]
+        at = self.packet_times[order]
+        shown = order[(at >= times[0]) & (at <= times[-1])] if len(times) else order[:0]
         if len(shown) != len(times) or not np.array_equal(self.packet_times[shown], times):
             raise Malformed(f"{what}: {len(times)} frames, but its packets' times do not show them one each")
         self.frame_packet = shown  # frame i is shown by packet frame_packet[i]

@@ -112,7 +112,8 @@ class VideoStream:
     codec's ``extradata`` where the container keeps it apart (H.264's avcC, say). The segment's
     frames are ``timestamps``: each one packet's time. Packets timed before the first frame are
     a lead-in that only decodes (a segment cut from a longer video starts at a keyframe at or
-    before its first frame); the first packet must be a keyframe."""
+    before its first frame), and, where packets are reordered, packets timed after the last a
+    lead-out; the first packet must be a keyframe."""
 
     name: str
     timestamps: Any

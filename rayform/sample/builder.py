@@ -24,7 +24,7 @@ each array in obs   as recorded       float32   poses in the requested ``frame``
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -32,10 +32,11 @@ import numpy as np
 from rayform.codec import records
 from rayform.errors import InvalidInput, Malformed, StreamNotFound
 from rayform.frames import convert_poses
-from rayform.pack.layout import LOWDIM, META_KEYS, StreamSchema, history_member
+from rayform.pack.layout import CLIPS, LOWDIM, META_KEYS, StreamSchema, history_member
 from rayform.pack.manifest import Pack
 from rayform.sample.action import ActionPart
 from rayform.sample.clip_frames import DecodedClips, clip_item
+from rayform.sample.clip_records import ClipRecords, clip_meta
 from rayform.sample.history import PAD
 from rayform.sample.images import chw, decode_image
 from rayform.sample.lowdim import RecordArrays
@@ -84,6 +85,7 @@ class SampleBuilder:
         self._pasts = [s.name for s in self.arrays if s.name in self.history]
         self._pads = list(dict.fromkeys(p.stream.name for p in self.actions))
         self.clips = DecodedClips()  # a video pack's decoded frames (made in each process that reads)
+        self.clip_records = ClipRecords(pack) if pack.has_video else None
         self.whole_clips = False  # the streaming dataset decodes whole clips: its order reads them through
 
     def _stream(self, schema: Mapping[str, StreamSchema], name: str) -> StreamSchema:
@@ -108,7 +110,7 @@ class SampleBuilder:
     def members(self) -> list[str]:
         """The tar members a sample needs."""
         return [history_member(s.member, k) for s in self.images if s.video is None
-                for k in self.history.get(s.name, (0,))] + [s.member for s in self.images if s.video] + [LOWDIM]
+                for k in self.history.get(s.name, (0,))] + [CLIPS if self.pack.has_video else LOWDIM]
 
     def image_shape(self, s: StreamSchema) -> tuple[int, ...]:
         """An image stream's ``(H, W[, C])`` as samples hold it: as packed, or resized."""
@@ -162,12 +164,13 @@ class SampleBuilder:
         for s in self.images:
             if s.video is None:
                 self._decode(s, raws, whats, rows[s.name], at)
+        if self.clip_records is not None:
+            return self._fill_from_clips(raws, whats, rows, at)
         entries: dict[tuple[str, str], list[Any]] = {}
-        metas, stamps, lows = [], [], []
+        metas, stamps = [], []
         for raw, what in zip(raws, whats):
             with parsing(what):
                 low = records.loads(raw[LOWDIM], what)
-                lows.append(low)
                 arrays = low["arrays"]
                 for name in self._futures:
                     entries.setdefault((name, "future"), []).append(arrays[name]["future"])
@@ -182,16 +185,44 @@ class SampleBuilder:
                 if type(t_ns) is not int or not _INT64[0] <= t_ns < _INT64[1]:
                     raise Malformed(f"{what}: t_ns is not a 64-bit integer")
                 stamps.append(t_ns)
-        for s in self.images:
-            if s.video is not None:
-                self._decode_clips(s, raws, lows, whats, rows[s.name], at)
-        values = self._values(entries, whats)
+        values = self._values(lambda name, part, shape: self.entries.column(entries[(name, part)], shape, whats, name,
+                                                                              part), len(whats))
+        return self._finish(values, stamps, rows, at, metas)
+
+    def _finish(self, values: dict[str, np.ndarray], stamps: list[int], rows: Mapping[str, np.ndarray],
+                at: list[int], metas: list[dict[str, Any]]) -> list[dict[str, Any]]:
         values["t_ns"] = np.array(stamps, np.int64)
         if self.normalizer is not None:
             self.normalizer.apply(values)
         for key, v in values.items():
             rows[key][at] = v
         return metas
+
+    def _fill_from_clips(self, raws: Sequence[Mapping[str, Any]], whats: list[str], rows: Mapping[str, np.ndarray],
+                         at: list[int]) -> list[dict[str, Any]]:
+        """``fill`` for a video pack: records and frames out of each sample's clip."""
+        assert self.clip_records is not None
+        items = self.clip_records.of(raws, whats)
+        for s in self.images:
+            if s.video is not None:
+                back = self.history.get(s.name, (0,))
+                self.clips.fill(s, [clip_item(raw["__clip__"][:2] if "__clip__" in raw else id(raw), rec.video[s.name],
+                                              rec.samples, rec.frames[s.name][j], back, rows[s.name][k], what)
+                                    for raw, (rec, j), what, k in zip(raws, items, whats, at)],
+                                self.spec.resize, self.whole_clips)
+        columns = self.clip_records.columns(items)
+
+        def column(name: str, part: str, shape: tuple[int, ...]) -> np.ndarray:
+            found = columns[(name, part)]
+            assert found.shape[1:] == shape, (name, part, found.shape, shape)  # ClipRecord checked the rows
+            return found
+
+        metas, stamps = [], []
+        for rec, j in items:
+            meta, t_ns = clip_meta(rec, j)
+            metas.append(meta)
+            stamps.append(t_ns)
+        return self._finish(self._values(column, len(whats)), stamps, rows, at, metas)
 
     def _decode(self, s: StreamSchema, raws: Sequence[Mapping[str, Any]], whats: Sequence[str], rows: np.ndarray,
                 at: Sequence[int]) -> None:
@@ -206,15 +237,6 @@ class SampleBuilder:
                     decode_image(raw[history_member(s.member, k)], s.format, rows[j][i], s.shape,
                                  f"{what}, {s.name} {k} steps back", resize)
 
-    def _decode_clips(self, s: StreamSchema, raws: Sequence[Mapping[str, Any]], lows: Sequence[Any],
-                      whats: Sequence[str], rows: np.ndarray, at: Sequence[int]) -> None:
-        back = self.history.get(s.name, (0,))
-        items = []
-        for raw, low, what, j in zip(raws, lows, whats, at):
-            with parsing(what):
-                items.append(clip_item(raw, low, s, back, self.pack.spec.max_history, rows[j], what))
-        self.clips.fill(s, items, self.spec.resize, self.whole_clips)
-
     def _meta(self, low: Mapping[str, Any], what: str) -> dict[str, Any]:
         meta = {k: low[k] for k in self.meta_keys}
         meta["task"] = low.get("task", "")
@@ -226,34 +248,33 @@ class SampleBuilder:
         meta["episode_index"], meta["frame_index"] = episode, frame
         return meta
 
-    def _values(self, entries: Mapping[tuple[str, str], list[Any]], whats: Sequence[str]) -> dict[str, np.ndarray]:
-        """Every array but the images, for all samples at once (float32 and bool arrays of their own)."""
+    def _values(self, column: Callable[[str, str, tuple[int, ...]], np.ndarray], n: int) -> dict[str, np.ndarray]:
+        """Every array but the images, for all ``n`` samples at once (float32 and bool arrays of
+        their own), from ``column(stream, field, shape)``: the records' entries as ``(n, *shape)``."""
         spec, schema = self.pack.spec, self.pack.schema
-        future = {name: self._in_frame(schema[name], self.entries.column(
-            entries[(name, "future")], (spec.max_horizon + 1, *schema[name].shape), whats, name, "future"))
-            for name in self._futures}
+        future = {name: self._in_frame(schema[name], column(name, "future", (spec.max_horizon + 1, *schema[name].shape)))
+                  for name in self._futures}
         out: dict[str, np.ndarray] = {}
         for s in self.arrays:
             now = future[s.name][:, 0]
             if s.name in self.history:
-                past = self.entries.column(entries[(s.name, "past")], (spec.max_history, *s.shape), whats, s.name,
-                                           "past")
+                past = column(s.name, "past", (spec.max_history, *s.shape))
                 past = self._in_frame(s, past)
                 now = np.stack([past[:, k - 1] if k else now for k in self.history[s.name]], axis=1)
             out[s.name] = np.array(now, np.float32)
         if self.history:
-            pad = self.entries.column(entries[("", "history_pad")], (spec.max_history,), whats, "", "history_pad")
+            pad = column("", "history_pad", (spec.max_history,))
             for name, back in self.history.items():
-                out[name + PAD] = np.stack([pad[:, k - 1].astype(bool) if k else np.zeros(len(whats), bool)
+                out[name + PAD] = np.stack([pad[:, k - 1].astype(bool) if k else np.zeros(n, bool)
                                             for k in back], axis=1)
         if self.actions:
             h = self.spec.horizon
             parts = [part.values(future[part.stream.name][:, : h + 1], h, self.spec.rotation) for part in self.actions]
             out["action"] = np.array(parts[0] if len(parts) == 1 else
-                                     np.concatenate([p.reshape(len(whats), h, -1) for p in parts], axis=-1), np.float32)
-            is_pad = np.zeros((len(whats), h), bool)
+                                     np.concatenate([p.reshape(n, h, -1) for p in parts], axis=-1), np.float32)
+            is_pad = np.zeros((n, h), bool)
             for name in self._pads:
-                pads = self.entries.column(entries[(name, "pad")], (spec.max_horizon + 1,), whats, name, "pad")
+                pads = column(name, "pad", (spec.max_horizon + 1,))
                 is_pad |= pads[:, 1 : h + 1].astype(bool)
             out["action_is_pad"] = is_pad
         return out

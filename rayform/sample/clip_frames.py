@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 from collections import OrderedDict
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Hashable, Sequence
 from typing import Any
 
 import numpy as np
@@ -127,15 +127,10 @@ class DecodedClips:
 ClipItem = tuple[Hashable, Any, Any, list[int], np.ndarray, str]
 
 
-def clip_item(raw: Mapping[str, Any], low: Mapping[str, Any], s: StreamSchema, back: Sequence[int], history: int,
+def clip_item(key: Hashable, clip: Any, samples: int, frames: np.ndarray, back: Sequence[int],
               row: np.ndarray, what: str) -> ClipItem:
-    """One sample's entry for :meth:`DecodedClips.fill`: its clip (named by where it lies),
-    the frames it wants (``back``: steps back, 0 now) and the rows they go to."""
-    frames = low.get("frames")
-    mine = frames.get(s.name) if isinstance(frames, dict) else None
-    if not isinstance(mine, list) or len(mine) != history + 1 or \
-            not all(type(f) is int and 0 <= f < 4096 for f in mine):
-        raise Malformed(f"{what}: its record does not name {history + 1} frames of its {s.name} clip")
-    key = raw.get("__clip__", id(raw))  # (shard, offset): PackReader.raw_many
-    rows = row if back != (0,) else row[None]
-    return key, raw[s.member], low.get("clip"), [mine[k] for k in back], rows, what
+    """One sample's entry for :meth:`DecodedClips.fill`: its clip (``key`` names it; ``clip``,
+    its document, of ``samples`` samples), its frames in it (now, then each step back), of
+    which it wants ``back`` (steps back, 0 now), and the rows they go to."""
+    rows = row if tuple(back) != (0,) else row[None]
+    return key, clip, samples, [int(frames[k]) for k in back], rows, what

@@ -1,0 +1,64 @@
+"""A recorded video file's packets, as recorded: what a converter stores as a ``VideoStream``.
+
+The packets of ``[from_s, to_s)`` of the file's first video stream are read without decoding
+(``container.demux``), with a lead-in from the keyframe at or before the first frame (so the
+stored stream decodes on its own) and, where packets are reordered (B-frames), what the last
+frames need after them. Each frame's time is the container's, exact, counted from the first
+frame, which is put at ``t0_ns``. The frames found must be the ones the episode says it has.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rayform.errors import InvalidInput
+from rayform.recordings.streams import VideoStream
+
+CODECS = {"libdav1d": "av1", "av1": "av1", "libaom-av1": "av1", "h264": "h264", "hevc": "hevc"}
+NS = 1_000_000_000
+
+
+def demux_video(path: Path, name: str, from_s: float, to_s: float | None, expected: int, fps: float,
+                t0_ns: int = 0, meta: dict[str, Any] | None = None) -> VideoStream:
+    """Stream ``name``: the packets of ``[from_s, to_s)`` s of the video file ``path`` (to its end
+    if ``to_s`` is None), which must show ``expected`` frames at about ``fps``."""
+    import av
+
+    try:
+        with av.open(str(path)) as container:
+            if not container.streams.video:
+                raise InvalidInput(f"{path}: no video stream")
+            stream = container.streams.video[0]
+            codec = CODECS.get(stream.codec_context.name)
+            if codec is None:
+                raise InvalidInput(f"{path}: {stream.codec_context.name} video is not kept as recorded "
+                                   f"(AV1, H.264 and HEVC are); ingest with --decode-video")
+            tb = stream.time_base
+            packets = [(p.pts, bool(p.is_keyframe), bytes(p)) for p in container.demux(stream)
+                       if p.size and p.pts is not None]
+            extradata = bytes(stream.codec_context.extradata or b"")
+            width, height = stream.codec_context.width, stream.codec_context.height
+    except av.FFmpegError as e:
+        raise InvalidInput(f"{path}: cannot read the video ({e})") from None
+    pts = np.array([p[0] for p in packets], np.int64)
+    seconds = pts * float(tb)
+    half = 0.5 / fps
+    shown = (seconds >= from_s - half) & ((seconds < to_s - half) if to_s is not None else True)
+    frames = np.flatnonzero(shown)  # in decode order
+    if len(frames) != expected:
+        raise InvalidInput(f"{path}: {len(frames)} video frames in [{from_s:.3f}, {to_s}) s, the data has {expected}")
+    keys = np.flatnonzero([p[1] for p in packets[: frames.min() + 1]])
+    if not len(keys):
+        raise InvalidInput(f"{path}: no keyframe at or before the frame at {from_s:.3f} s")
+    first, last = int(keys[-1]), int(frames.max())
+    kept = packets[first:last + 1]
+    # exact: rational container time from the first frame, in ns
+    start = int(np.min(pts[frames]))
+    times = [t0_ns + round((p[0] - start) * tb * NS) for p in kept]
+    frame_times = np.sort(np.array([t for t, i in zip(times, range(first, last + 1)) if shown[i]], np.int64))
+    return VideoStream(name, frame_times, [p[2] for p in kept], np.array(times, np.int64),
+                       np.array([p[1] for p in kept], bool), codec, width, height, extradata,
+                       meta={"source": "video", "file": path.name, **(meta or {})})
