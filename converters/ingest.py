@@ -29,7 +29,8 @@ Episodes = Iterator[tuple[str, list[Stream], dict[str, Any]]]
 def _lerobot(path: Path, options: Mapping[str, Any]) -> Episodes:
     from rayform.converters.lerobot import iter_lerobot
 
-    return iter_lerobot(path, options.get("mapping"), options.get("allow_missing", False))
+    return iter_lerobot(path, options.get("mapping"), options.get("allow_missing", False),
+                        bool(options.get("decode_video")), options.get("episodes"))
 
 
 def _hdf5(path: Path, options: Mapping[str, Any]) -> Episodes:

@@ -164,6 +164,9 @@ def pack(args: argparse.Namespace) -> int:
         streams=tuple(x.strip() for x in args.streams.split(",")) if args.streams else None,
         image_codec=args.codec,
         jpeg_quality=args.quality,
+        clip_frames=args.clip_frames,
+        video_crf=args.crf,
+        video_preset=args.preset,
         resize=_parse_resize(args.resize),
         max_horizon=args.horizon,
         max_history=args.history,
@@ -392,7 +395,7 @@ def ingest(args: argparse.Namespace) -> int:
     client = _client(args, writes=True)
     options = {"mapping": _mapping(args), "allow_missing": args.allow_missing, "fps": args.fps, "stamp": args.stamp,
                "joints": [j.strip() for j in args.joints.split(",")] if args.joints else None, "task": args.task,
-               "allow_nonfinite": args.allow_nonfinite}
+               "allow_nonfinite": args.allow_nonfinite, "decode_video": args.decode_video}
     report = ingest_sources(client, args.format, args.paths, args.site, options=options, slice_name=args.slice,
                             workers=args.workers, progress=not args.quiet)
     for ref in report.segments:

@@ -103,8 +103,14 @@ def _parser() -> argparse.ArgumentParser:
     pk.add_argument("slice", help="the slice: its id (slc_…) or name")
     pk.add_argument("--fps", type=float, required=True, help="samples per second of recording")
     pk.add_argument("--streams", help="comma-separated (default: every stream all segments share)")
-    pk.add_argument("--codec", default="keep", choices=["keep", "jpeg", "png"], help="image codec (default: keep)")
+    pk.add_argument("--codec", default="keep", choices=["keep", "jpeg", "png", "h264", "av1", "hevc"],
+                    help="image codec: keep (recorded images and video as they are), jpeg, png, or video: h264, av1, "
+                         "hevc (default: keep)")
     pk.add_argument("--quality", type=int, default=90, help="JPEG quality when re-encoding")
+    pk.add_argument("--crf", type=int, help="video quality, lower is better and larger (default: h264 18, hevc 20, av1 30)")
+    pk.add_argument("--preset", help="video encoder speed (default: h264 and hevc medium, av1 8)")
+    pk.add_argument("--clip-frames", type=int, default=8,
+                    help="samples per video clip: a keyframe each, decoded alone (default 8)")
     pk.add_argument("--resize", help="HxW, e.g. 224x224 (re-encodes)")
     pk.add_argument("--horizon", type=int, default=16, help="maximum action horizon, in steps")
     pk.add_argument("--history", type=int, default=0,
@@ -137,6 +143,8 @@ def _parser() -> argparse.ArgumentParser:
     ing.add_argument("--task", help="the task or language instruction of every episode (lerobot: over its own)")
     ing.add_argument("--allow-nonfinite", action="store_true",
                      help="keep NaN and infinite values in array streams (refused by default; statistics skip them)")
+    ing.add_argument("--decode-video", action="store_true",
+                     help="lerobot: decode its videos into JPEG frames (default: keep the video as recorded)")
     ing.add_argument("--workers", type=int, help="sources converted at once (default: all cores)")
     ing.add_argument("--list", action="store_true", help="show what each source holds; convert nothing")
     ing.set_defaults(run=c.ingest)

@@ -46,16 +46,43 @@ def rate(ts: np.ndarray) -> str:
 
 
 def stream_kind(info: StreamInfo) -> str:
-    """``image 224×224×3, jpeg``, ``pose (ros axes)``, ``array 8``."""
+    """``image 224×224×3, jpeg``, ``image 640×360×3, av1``, ``pose (ros axes)``, ``array 8``."""
     what = "×".join(map(str, info.shape)) or "scalar"
-    return {"image": f"image {what}, {info.encoding or 'raw'}", "pose": f"pose ({info.frame or 'ros'} axes)"}.get(
+    encoding = info.video.codec if info.video is not None else info.encoding or "raw"
+    return {"image": f"image {what}, {encoding}", "pose": f"pose ({info.frame or 'ros'} axes)"}.get(
         info.kind, f"array {what}")
 
 
-def stream_line(name: str, info: StreamInfo, ts: np.ndarray) -> str:
+def video_words(seg: Segment, name: str) -> str | None:
+    """``video: keyframes up to 2 apart, 1.9 KiB a frame`` for a stream kept as recorded video."""
+    info = seg.streams[name]
+    if info.video is None:
+        return None
+    gap = seg.video(name).keyframe_gap()
+    per_frame = format_size(int(seg.frame_sizes(name).sum()) / max(1, info.count))
+    order = ", B-frames" if info.video.reorders else ""
+    return f"video: keyframes up to {gap} apart{order}, {per_frame} a frame"
+
+
+def pack_cameras(p: Pack) -> list[str]:
+    """Each video camera of a pack: ``wrist/rgb: av1 as recorded, clips of 8, 1.9 KiB a frame``."""
+    out = []
+    for name, s in p.schema.items():
+        v = s.video
+        if v is None:
+            continue
+        how = f"{v.codec} as recorded" if v.kept else f"{v.codec} crf {v.crf} preset {v.preset}, no B-frames"
+        gop = f", GOP {v.gop}" if v.gop is not None else ""
+        size = f", {format_size(v.packet_bytes / max(1, p.samples))} a frame" if v.packet_bytes is not None else ""
+        why = f" (encoded: {v.why})" if v.why else ""
+        out.append(f"{name}: {how}{gop}, clips of {v.clip_frames} samples{size}{why}")
+    return out
+
+
+def stream_line(name: str, info: StreamInfo, ts: np.ndarray, seg: Segment | None = None) -> str:
     kind = stream_kind(info)
     seconds = (int(ts[-1]) - int(ts[0])) / 1e9 if len(ts) else 0.0
-    extra = [x for x in (info.units and f"in {info.units}",
+    extra = [x for x in (video_words(seg, name) if seg is not None else None, info.units and f"in {info.units}",
                          info.names and f"names {', '.join(info.names[:6])}{' …' if len(info.names) > 6 else ''}") if x]
     return (f"    {name:24} {kind:28} {dtype_in_words(info.dtype):20} {info.count:7d} values  {rate(ts):16} "
             f"{seconds:7.1f} s" + (f"  {'; '.join(extra)}" if extra else ""))
@@ -65,7 +92,7 @@ def segment_lines(seg: Segment) -> list[str]:
     task = f"  task: {seg.task}" if seg.task else ""
     out = [f"  {seg.id}@{seg.version[:12]}  site {seg.site}  {seg.name}{task}"]
     for name in sorted(seg.streams):
-        out.append(stream_line(name, seg.streams[name], seg.timestamps(name)))
+        out.append(stream_line(name, seg.streams[name], seg.timestamps(name), seg))
     return out
 
 
@@ -78,7 +105,10 @@ def segment_json(seg: Segment) -> dict[str, Any]:
                          "encoding": info.encoding, "count": info.count,
                          "rate_hz": found[0] if found else None, "jitter_percent": found[1] if found else None,
                          "seconds": (int(ts[-1]) - int(ts[0])) / 1e9, "units": info.units,
-                         "names": list(info.names) if info.names else None, "frame": info.frame}
+                         "names": list(info.names) if info.names else None, "frame": info.frame,
+                         "video": {"codec": info.video.codec, "packets": info.video.packets,
+                                   "keyframe_gap": seg.video(name).keyframe_gap(),
+                                   "bytes": int(seg.frame_sizes(name).sum())} if info.video is not None else None}
     return {"id": seg.id, "version": seg.version, "site": seg.site, "name": seg.name, "task": seg.task,
             "streams": streams}
 
@@ -90,12 +120,14 @@ def pack_json(p: Pack, made: str = "", default: bool = False, apart: list[str] |
             "codec": p.spec.image_codec, "resize": list(p.spec.resize) if p.spec.resize else None,
             "streams": list(p.spec.streams or ()), "stats": p.stats is not None, "dropped": p.dropped["instants"],
             "instants": p.instants, "digest": p.digest, "made": made or None, "default": default,
-            "apart": apart or []}
+            "apart": apart or [],
+            "video": {n: s.video.to_manifest() for n, s in p.schema.items() if s.video is not None}}
 
 
 _SPEC_WORDS = {"resize": "resize", "image_codec": "codec", "jpeg_quality": "quality", "interleave_seed": "interleave seed",
                "max_horizon": "horizon", "max_history": "history", "streams": "streams", "staleness": "staleness",
-               "snap": "snap", "shard_bytes": "shard size"}
+               "snap": "snap", "shard_bytes": "shard size", "clip_frames": "clip frames", "video_crf": "crf",
+               "video_preset": "preset"}
 
 
 def apart(p: Pack, others: list[Pack]) -> list[str]:
@@ -165,4 +197,6 @@ def show(args: argparse.Namespace, client: Client) -> int:
         if differs:
             said.append("apart: " + "; ".join(differs))
         print(f"      {', '.join(said)}")
+        for line in pack_cameras(p):
+            print(f"      {line}")
     return 0

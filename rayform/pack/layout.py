@@ -58,10 +58,12 @@ class VideoSchema:
     crf: int | None = None
     preset: str | None = None
     why: str | None = None
+    packet_bytes: int | None = None  # its clips' packets in the pack (known once packed)
+    gop: int | None = None  # the most frames from a keyframe to the next: clip_frames where encoded
 
     def to_manifest(self) -> dict[str, Any]:
         return {"codec": self.codec, "clip_frames": self.clip_frames, "kept": self.kept, "crf": self.crf,
-                "preset": self.preset, "why": self.why}
+                "preset": self.preset, "why": self.why, "packet_bytes": self.packet_bytes, "gop": self.gop}
 
     @classmethod
     def from_manifest(cls, m: Any, what: str) -> VideoSchema:
@@ -75,7 +77,10 @@ class VideoSchema:
         preset, why = m.get("preset"), m.get("why")
         if not all(v is None or (isinstance(v, str) and len(v) <= 400) for v in (preset, why)):
             raise Malformed(f"{what}: video preset or why is not a short string")
-        return cls(m["codec"], frames, m["kept"], crf, preset, why)
+        size, gop = m.get("packet_bytes"), m.get("gop")
+        if not all(v is None or (type(v) is int and v >= 0) for v in (size, gop)):
+            raise Malformed(f"{what}: video bytes {str(size)[:20]} or GOP {str(gop)[:20]} is not a count")
+        return cls(m["codec"], frames, m["kept"], crf, preset, why, size, gop)
 
 
 @dataclass(frozen=True)

@@ -34,13 +34,14 @@ def video_schema(name: str, segments: list[Segment], plans: list[SegmentPlan], s
     if why is None:
         video = segments[0].streams[name].video
         assert video is not None
-        return VideoSchema(video.codec, spec.clip_frames, kept=True)
+        return VideoSchema(video.codec, spec.clip_frames, kept=True,
+                           gop=max(seg.video(name).keyframe_gap() for seg in segments))
     return _encoded("h264", spec, why)
 
 
 def _encoded(codec: str, spec: PackSpec, why: str | None) -> VideoSchema:
     settings = VideoCodec(codec, spec.video_crf, spec.video_preset, spec.clip_frames)
-    return VideoSchema(codec, spec.clip_frames, False, settings.crf, settings.preset, why)
+    return VideoSchema(codec, spec.clip_frames, False, settings.crf, settings.preset, why, gop=spec.clip_frames)
 
 
 def _why_not_kept(name: str, segments: list[Segment], plans: list[SegmentPlan], spec: PackSpec) -> str | None:

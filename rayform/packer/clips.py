@@ -38,9 +38,11 @@ def frame_indices(seg: Segment, name: str, spec: PackSpec, t: np.ndarray, back: 
 
 
 def render_clip_docs(seg: Segment, spec: PackSpec, schema: dict[str, StreamSchema], grid: np.ndarray,
-                     t: np.ndarray, back: np.ndarray, span: tuple[int, int], base: dict[str, Any]) -> list[bytes]:
+                     t: np.ndarray, back: np.ndarray, span: tuple[int, int], base: dict[str, Any],
+                     video_bytes: dict[str, int]) -> list[bytes]:
     """The ``clips.mp`` of each clip of samples at ``t`` (grid steps ``grid``; whole clips,
-    the first a clip's first): ``base`` is the record's fields every sample shares."""
+    the first a clip's first): ``base`` is the record's fields every sample shares. Adds each
+    camera's clip bytes to ``video_bytes``."""
     videos = {name: s for name, s in schema.items() if s.video is not None}
     arrays = {name: s for name, s in schema.items() if s.kind != "image"}
     frames = {name: frame_indices(seg, name, spec, t, back) for name in videos}
@@ -67,6 +69,7 @@ def render_clip_docs(seg: Segment, spec: PackSpec, schema: dict[str, StreamSchem
         for name, s in videos.items():
             clip, where = _clip(seg, name, s, spec, frames[name][at])
             clips[name] = clip.to_doc()
+            video_bytes[name] = video_bytes.get(name, 0) + clip.nbytes
             record["frames"][name] = records.pack_array(where.astype(np.int32))
         out.append(records.dumps({"record": record, "video": clips}))
     return out

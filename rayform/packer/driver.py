@@ -133,6 +133,10 @@ def _render_pack(slice_: Slice, spec: PackSpec, executor: Executor | None, worke
     finally:
         _remove_runs(scratch, runs)
 
+    for name, s in schema.items():
+        if s.video is not None:
+            counted = dataclasses.replace(s.video, packet_bytes=sum(r.video_bytes.get(name, 0) for r in runs))
+            schema[name] = dataclasses.replace(s, video=counted)
     manifest = write_manifest(
         slice_id=slice_.id, slice_digest=slice_.digest, spec=spec, schema=schema, members=members,
         shards=[ShardInfo(s.sha256, s.bytes, s.samples) for s in shards], index=index_blob(store, shards),

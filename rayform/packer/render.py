@@ -20,7 +20,7 @@ A sample is the members of one key::
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -69,6 +69,7 @@ def open_segment(store_ref: StoreRef, version: str, segment_id: str) -> Segment:
 class Rendered:
     samples: list[tuple[str, dict[str, Buffer]]]  # (key, {member: bytes}), in time order
     arrays: dict[str, tuple[np.ndarray, np.ndarray]]  # per array stream: future values and pad mask
+    video_bytes: dict[str, int] = field(default_factory=dict)  # per video camera: its clips' packet bytes
 
 
 def render_task(
@@ -112,10 +113,12 @@ def render_task(
     base = {"episode": task.position, "task": seg.task, "slice": slice_id, "segment": seg.id,
             "segment_version": seg.version, "site": seg.site}
     if any(s.video is not None for s in schema.values()):
-        docs = render_clip_docs(seg, spec, schema, task.grid_index, t, back, span, base)
+        video_bytes: dict[str, int] = {}
+        docs = render_clip_docs(seg, spec, schema, task.grid_index, t, back, span, base, video_bytes)
         images[CLIPS] = [docs[j // spec.clip_frames] if j % spec.clip_frames == 0 else b"" for j in range(len(t))]
         return Rendered([(sample_key(seg.id, seg.version, int(task.grid_index[j])),
-                          {member: frames[j] for member, frames in images.items()}) for j in range(len(t))], arrays)
+                          {member: frames[j] for member, frames in images.items()}) for j in range(len(t))], arrays,
+                        video_bytes)
     out: list[tuple[str, dict[str, Buffer]]] = []
     for j in range(len(t)):
         lowdim = {

@@ -62,6 +62,7 @@ class RunResult:
     samples: int
     sections: dict[int, Section]  # shard -> its part of this run
     stats: StatsPart
+    video_bytes: dict[str, int]  # per video camera: its clips' packet bytes
 
 
 def render_run(job: RunJob) -> RunResult:
@@ -69,12 +70,15 @@ def render_run(job: RunJob) -> RunResult:
     parts: list[list[Buffer]] = []
     positions = []
     stats = RunStats(job.schema, job.quantile_stride)
+    video_bytes: dict[str, int] = {}
     for piece in job.pieces:
         rendered = render_task(job.store_ref, piece.segment_id, job.slice_id, job.spec, job.schema, piece.span,
                                piece.task)
         where = job.layout.positions(piece.first, piece.first + len(rendered.samples))
         positions.append(where)
         stats.add(rendered.arrays, where)
+        for name, n in rendered.video_bytes.items():
+            video_bytes[name] = video_bytes.get(name, 0) + n
         for key, members in rendered.samples:
             keys.append(key)
             parts.append([members[m] for m in job.members])
@@ -93,7 +97,7 @@ def render_run(job: RunJob) -> RunResult:
     return RunResult(len(keys), {
         shard: Section(run, offset, sum(map(len, buffers)), n, _sha256(buffers) if job.scratch.verifies else "")
         for shard, offset, buffers, n in zip(shards, offsets, sections, counts)
-    }, stats.part())
+    }, stats.part(), video_bytes)
 
 
 def _section(positions: np.ndarray, keys: list[str], parts: list[list[Buffer]]) -> list[Buffer]:
