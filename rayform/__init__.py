@@ -24,7 +24,7 @@ _PUBLIC = {
     "Segment": "rayform.recordings.segment_reader", "SegmentRef": "rayform.recordings.segment_writer",
     "Slice": "rayform.recordings.slices",
     "ArrayStream": "rayform.recordings.streams", "ImageStream": "rayform.recordings.streams",
-    "PoseStream": "rayform.recordings.streams",
+    "PoseStream": "rayform.recordings.streams", "VideoStream": "rayform.recordings.streams",
     "ShardCache": "rayform.cache.directory", "CachedStore": "rayform.cache.store_view", "Store": "rayform.store.store",
     "Retry": "rayform.store.retry",
 }
@@ -32,7 +32,8 @@ _PUBLIC = {
 __all__ = [
     "ArrayStream", "CachedStore", "Client", "ImageStream", "IntegrityError", "InvalidInput", "Malformed", "NotFound",
     "OfflineError", "Pack", "PackNotFound", "PackSpec", "PoseStream", "RayformError", "Retry", "Segment", "SegmentNotFound",
-    "SegmentRef", "ShardCache", "Slice", "SliceNotFound", "Store", "StoreError", "StreamNotFound", "__version__",
+    "SegmentRef", "ShardCache", "Slice", "SliceNotFound", "Store", "StoreError", "StreamNotFound", "VideoStream",
+    "__version__",
 ]
 
 if TYPE_CHECKING:
@@ -56,7 +57,7 @@ if TYPE_CHECKING:
     from rayform.recordings.segment_reader import Segment
     from rayform.recordings.segment_writer import SegmentRef
     from rayform.recordings.slices import Slice
-    from rayform.recordings.streams import ArrayStream, ImageStream, PoseStream
+    from rayform.recordings.streams import ArrayStream, ImageStream, PoseStream, VideoStream
     from rayform.store.retry import Retry
     from rayform.store.store import Store
 

@@ -11,7 +11,7 @@ import numpy as np
 
 from rayform.cache.store_view import CachedStore
 from rayform.pack import Pack
-from rayform.pack.layout import LOWDIM
+from rayform.pack.layout import CLIPS, LOWDIM
 from rayform.read.reader import PackReader
 from rayform.sample.builder import SampleBuilder
 from rayform.sample.spec import SampleSpec
@@ -46,7 +46,7 @@ class PackedSamples:
         horizon = max(1, pack.spec.max_horizon)
         builders = [(n, SampleBuilder(pack, SampleSpec.of(obs=[n], action=n, fps=pack.fps, horizon=horizon)))
                     for n in streams]
-        reader = PackReader(store, pack, [LOWDIM])
+        reader = PackReader(store, pack, [CLIPS if pack.has_video else LOWDIM])  # the records
         found: dict[str, list[tuple[int, dict[str, np.ndarray], np.ndarray]]] = {s: [] for s in segment_ids}
         for start in range(0, len(reader) if builders else 0, BATCH):
             for key, raw in reader.raw_many(np.arange(start, min(start + BATCH, len(reader)))):

@@ -27,7 +27,7 @@ def test_v30_every_episode_with_exact_counts_and_timestamps(real_data):
     by = {s.name: s for s in streams}
     n = episodes[1].length
     assert set(by) == {"observation/state", "action/value", "wrist/rgb"}
-    assert len(by["wrist/rgb"].frames) == n and len(by["observation/state"].values) == n
+    assert len(by["wrist/rgb"].timestamps) == n and len(by["observation/state"].values) == n
     start = episodes[0].length
     np.testing.assert_array_equal(by["action/value"].values, np.asarray(rows["action"][start : start + n], np.float32))
     recorded = np.asarray(rows["timestamp"][start : start + n], np.float64)
@@ -36,7 +36,11 @@ def test_v30_every_episode_with_exact_counts_and_timestamps(real_data):
     assert np.max(np.abs(ts / 1e9 - recorded)) < 1e-6  # no drift against the recorded clock
     assert by["observation/state"].names == ["j0", "j1", "j2", "j3", "j4", "j5"]
     assert meta["tasks"] == ["pick and place"] and meta["robot_type"] == "so101_follower"
-    assert by["wrist/rgb"].frames[0][:3] == b"\xff\xd8\xff"
+    video = by["wrist/rgb"]  # kept as recorded: AV1 packets, a keyframe first, one frame each
+    assert isinstance(video, rayform.VideoStream) and video.codec == "av1" and (video.width, video.height) == (640, 360)
+    assert video.keyframes[0] and len(video.packets) >= n and np.array_equal(video.timestamps, ts)
+    _, decoded, _ = ds.read_episode(episodes[1], decode_video=True)
+    assert {s.name: s for s in decoded}["wrist/rgb"].frames[0][:3] == b"\xff\xd8\xff"  # --decode-video: JPEG
 
 
 def test_v21_subset_is_an_error_by_default_and_converts_what_is_there(real_data):
@@ -47,7 +51,7 @@ def test_v21_subset_is_an_error_by_default_and_converts_what_is_there(real_data)
     assert [(e.index, e.length) for e in episodes] == [(1, 393), (2, 343)]
     _, streams, meta = ds.read_episode(episodes[1])
     by = {s.name: s for s in streams}
-    assert len(by["cam_high/rgb"].frames) == 343 and by["observation/state"].values.shape == (343, 26)
+    assert len(by["cam_high/rgb"].timestamps) == 343 and by["observation/state"].values.shape == (343, 26)
     assert by["observation/state"].names[0] == "kLeftShoulderPitch" and len(by["observation/state"].names) == 26
     assert meta["tasks"] == ["Pick up the yellow bottle on the table."]
 
@@ -82,10 +86,10 @@ def test_converted_lerobot_packs_and_loads(real_data, client):
     report = ingest(client, "lerobot", [real_data / V30], "so101", slice_name="so101", progress=False)
     assert len(report.segments) == 6
     ds = rayform.torch.EpisodeDataset(report.slice, obs=["wrist/rgb", "observation/state"], action="action/value",
-                                      fps=15, horizon=8)
+                                      fps=30, horizon=8)
     x = ds[10]
     assert x["wrist/rgb"].shape == (3, 360, 640) and x["action"].shape == (8, 6)
-    assert len(ds) == sum(-(-e.length // 2) for e in LeRobotDataset(real_data / V30).select())
+    assert len(ds) == sum(e.length for e in LeRobotDataset(real_data / V30).select())
 
 
 def test_the_task_and_indices_of_a_real_recording_reach_every_sample(real_data, client):
