@@ -168,6 +168,10 @@ class EpochPlan:
         full = self.window if self.lanes is None else width * self.lanes[0] * self.lanes[1]
         base = np.minimum(width, full)
         ramp = np.ceil(np.log2(full / base)).astype(np.int64)  # windows before full size: b·2**ramp ≥ window
+        if self.lanes is not None:
+            # no ramp: a small window of a video pack is a few clips, each batch of it a few
+            # episodes; the first lanes' samples lie within a few MB of the first shard anyway
+            ramp = np.zeros_like(ramp)
         ramp_end = base * ((1 << ramp) - 1)
         in_ramp = within < ramp_end
         j = np.floor(np.log2((within + base) // base)).astype(np.int64)  # (within + b) // b in [2**j, 2**(j+1))

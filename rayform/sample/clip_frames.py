@@ -9,9 +9,9 @@ byte) and decoded by the process's :class:`ClipDecoder`:
 
 - ``whole=True`` (the streaming dataset): every frame of the clip, once, since the epoch's
   order brings its other samples soon after (``order.lanes``);
-- ``whole=False`` (``EpisodeDataset``'s random access): from the keyframe up to the last frame
-  the batch wants (what LeRobot calls decoding from the keyframe; a batch's samples of one
-  clip share it).
+- ``whole=False`` (``EpisodeDataset``'s random access): from the keyframe at or before the
+  first frame the batch wants up to the last (LeRobot's way; a batch's samples of one clip
+  share it), only the frames wanted converted to RGB.
 
 Decoded frames are kept (at the size the samples take) until every sample of their clip has
 been built, or until they are the oldest when ``RAYFORM_DECODED_FRAMES`` would be passed.
@@ -108,8 +108,10 @@ class DecodedClips:
         clip = read_clip(data, f"{what}, {s.name} clip", s.video.codec, (s.shape[0], s.shape[1]))
         if missing[-1] >= clip.frames:
             raise Malformed(f"{what}: its record names frame {missing[-1]} of a clip of {clip.frames}")
-        asked = range(clip.start_for(missing[0]) if not whole else 0, clip.frames if whole else missing[-1] + 1)
-        got = self.decoder.decode(clip, [f for f in asked if f not in entry.frames], size, f"{what}, {s.name}")
+        # whole: every frame, since the clip's other samples come soon; else only those asked (the
+        # decoder goes through the frames before them from the keyframe, converting none)
+        asked = [f for f in range(clip.frames) if f not in entry.frames] if whole else missing
+        got = self.decoder.decode(clip, asked, size, f"{what}, {s.name}")
         for f, image in got.items():
             entry.frames[f] = image
             entry.nbytes += image.nbytes

@@ -1,0 +1,235 @@
+"""Video benchmark: a video pack beside the JPEG pack of the same slice, in one run.
+
+The slice: real robot camera frames (every frame of the LeRobot examples' videos in
+../shared/data/real, decoded and resized to 224x224, cut into episodes of 4 s at 30 fps; the
+v3.0 example's joint states beside them), stored raw, so that both packs encode the very same
+pixels and their PSNR is measured against them. It is packed at 30 fps as JPEG q90 and with
+``--codec h264`` (or ``--codec``), then:
+
+- bytes: each pack, and the LeRobot v3.0 example ingested (video kept as recorded) and packed
+  with ``--codec keep``, against its source video file;
+- quality: PSNR of every frame of each pack against the frames packed;
+- streaming from a loopback S3 (moto): the first epoch's bytes fetched into the cache, then a
+  cached epoch's CPU per sample (every process: the DataLoader's main one and its workers, as
+  ``time`` counts it), distinct episodes per batch of 64 against uniform sampling, the largest
+  worker's peak RSS and the time to the first batch, medians of ``--repeats``;
+- ``EpisodeDataset``, shuffled: CPU per sample, time to the first batch, and the frames decoded
+  per sample (measured in one process over a few batches).
+
+    python benchmarks/video.py [--workers 2] [--repeats 3] [--copies 4] [--codec h264]
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import gc
+import glob
+import os
+import sys
+import tempfile
+from pathlib import Path
+from statistics import median
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import loader as bench
+from streaming import cpu_seconds as process_cpu
+from streaming import start_moto
+
+import rayform
+from rayform.codec.video import psnr
+from rayform.diagnostics.batch_mixing import mixing
+from rayform.store.store import Store
+
+REAL = Path(__file__).resolve().parents[2] / "shared" / "data" / "real"
+V30 = REAL / "lerobot_v30_so101_ros2_example"
+FPS, SIZE, EPISODE = 30, (224, 224), 120
+OBS = ["cam/rgb", "joints"]
+
+
+def real_frames() -> np.ndarray:
+    """Every frame of the LeRobot examples' videos, resized to SIZE (Pillow bilinear)."""
+    import av
+
+    from rayform.codec import imagecodec
+
+    frames = []
+    for path in sorted(glob.glob(str(REAL / "lerobot_*" / "videos" / "**" / "*.mp4"), recursive=True)):
+        with av.open(path) as container:
+            for frame in container.decode(video=0):
+                frames.append(imagecodec.resize(frame.to_ndarray(format="rgb24"), SIZE))
+    return np.stack(frames)
+
+
+def build_slice(client: rayform.Client, copies: int) -> tuple[rayform.Slice, np.ndarray]:
+    import pyarrow.parquet as pq
+
+    frames = real_frames()
+    state = np.asarray(pq.read_table(V30 / "data" / "chunk-000" / "file-000.parquet").column("observation.state")
+                       .to_pylist(), np.float32)
+    refs = []
+    for copy in range(copies):  # the frames again, as more episodes: a longer epoch
+        for e, first in enumerate(range(0, len(frames) - EPISODE + 1, EPISODE)):
+            t = np.arange(EPISODE, dtype=np.int64) * round(1e9 / FPS)
+            joints = state[(first + np.arange(EPISODE)) % len(state)]
+            refs.append(client.segments.add(site="lab", name=f"real-{copy}-{e:03d}", streams=[
+                rayform.ImageStream("cam/rgb", t, frames[first:first + EPISODE]),
+                rayform.ArrayStream("joints", t, joints)]))
+    return client.slices.create(refs, name=f"real224x{copies}"), frames
+
+
+def pack_psnr(slice_: rayform.Slice, key: str, frames: np.ndarray) -> float:
+    """PSNR of every frame of a pack against the frames it packed (episode e's step k is
+    frame (e mod episodes per copy) * EPISODE + k)."""
+    per_copy = len(frames) // EPISODE
+    ds = rayform.torch.EpisodeDataset(slice_, obs=["cam/rgb"], fps=FPS, pack=key)
+    got, want = [], []
+    for i in range(len(ds)):
+        x = ds[i]
+        got.append(x["cam/rgb"].numpy().transpose(1, 2, 0))
+        want.append(frames[(x["meta"]["episode_index"] % per_copy) * EPISODE + x["meta"]["frame_index"]])
+    return psnr(np.stack(got), np.stack(want))
+
+
+def cache_bytes(directory: str) -> int:
+    return sum(p.stat().st_size for p in Path(directory).rglob("*") if p.is_file())
+
+
+def stream(slice_id: str, key: str, options: dict, workers: int, repeats: int, episodes: int) -> dict:
+    """First epoch from S3 and a cached one, ``repeats`` times (a new cache each): medians."""
+    from torch.utils.data import DataLoader
+
+    out: dict[str, list[float]] = {k: [] for k in ("fetched", "cpu", "first", "cached_first", "mix", "peak")}
+    for _ in range(repeats):
+        with tempfile.TemporaryDirectory() as cache:
+            remote = rayform.Client("s3://bench/store", storage_options=options, cache=cache)
+            ds = rayform.torch.StreamingEpisodeDataset(remote.slices.get(slice_id), obs=OBS, action="joints_delta",
+                                                       fps=FPS, horizon=16, batch_size=64, pack=key)
+            loader = DataLoader(ds, batch_size=None, num_workers=workers, persistent_workers=True)
+            seen: list = []
+            res = bench.run_loader(loader, 1, ds.set_epoch, seen)
+            out["fetched"].append(cache_bytes(cache))
+            out["first"].append(res[0][0])
+            seen = []
+            res = bench.run_loader(loader, 1, ds.set_epoch, seen)
+            out["cpu"].append(res[0][3])
+            out["cached_first"].append(res[0][0])
+            out["mix"].append(mixing(seen[0], episodes).ratio)
+            out["peak"].append(bench.live_worker_peak_mib(exclude=MOTO_PID))
+            del loader
+    return {k: median(v) for k, v in out.items()}
+
+
+def episode_dataset(slice_: rayform.Slice, key: str, workers: int, repeats: int) -> dict:
+    from torch.utils.data import DataLoader
+
+    cpu, first = [], []
+    for _ in range(repeats):
+        ds = rayform.torch.EpisodeDataset(slice_, obs=OBS, action="joints_delta", fps=FPS, horizon=16, pack=key)
+        res = bench.run_loader(DataLoader(ds, batch_size=64, shuffle=True, num_workers=workers), 1)
+        cpu.append(res[0][3])
+        first.append(res[0][0])
+    ds = rayform.torch.EpisodeDataset(slice_, obs=OBS, action="joints_delta", fps=FPS, horizon=16, pack=key)
+    for _batch in DataLoader(ds, batch_size=64, shuffle=True, num_workers=0):  # in this process: its counters
+        if ds.builders[0].clips.built >= 1024:
+            break
+    clips = ds.builders[0].clips
+    return {"cpu": median(cpu), "first": median(first),
+            "decoded": clips.decoded / clips.built if clips.built else 0.0}
+
+
+MOTO_PID = None
+
+
+def main() -> None:
+    global MOTO_PID
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--copies", type=int, default=4, help="the real frames this many times over, as more episodes")
+    ap.add_argument("--codec", default="h264", choices=["h264", "av1", "hevc"])
+    ap.add_argument("--store", help="a store to build in (default: a temporary one)")
+    args = ap.parse_args()
+
+    import boto3
+    import fsspec
+    import torch
+
+    torch.set_num_threads(1)
+    with tempfile.TemporaryDirectory() as tmp:
+        root = args.store or os.path.join(tmp, "store")
+        client = rayform.Client(root)
+        print("building the slice of real frames ...", file=sys.stderr, flush=True)
+        slice_, frames = build_slice(client, args.copies)
+        jpeg = client.pack(slice_, FPS, image_codec="jpeg", jpeg_quality=90, progress=False)
+        video = client.pack(slice_, FPS, image_codec=args.codec, progress=False)
+        packs = {"JPEG q90": jpeg, f"{args.codec} ({video.schema['cam/rgb'].video.crf})": video}
+
+        source = next(V30.glob("videos/**/*.mp4"))
+        from rayform.converters.ingest import ingest
+
+        lerobot = ingest(client, "lerobot", [V30], "so101", slice_name="lerobot-v30", progress=False).slice
+        kept = client.pack(lerobot, 30, progress=False)
+
+        quality = {name: pack_psnr(slice_, p.key, frames) for name, p in packs.items()}
+        sizes = {name: sum(sh.bytes for sh in p.shards) for name, p in packs.items()}
+        shape = frames.shape
+        del frames  # a forked DataLoader worker would start with them in its resident set
+        gc.collect()
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+
+        moto, endpoint = start_moto()
+        MOTO_PID = moto.pid
+        try:
+            options = {"endpoint_url": endpoint, "key": "bench", "secret": "bench"}
+            boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="bench",
+                         aws_secret_access_key="bench").create_bucket(Bucket="bench")
+            fs = fsspec.filesystem("s3", **options)
+            keys = [f"refs/slices/{slice_.id}.json"] + [f"refs/packs/{slice_.id}/{p.key}.json" for p in packs.values()]
+            keys += [Store.blob_key(d) for d in [slice_.digest, *(b for p in packs.values() for b in [p.digest, *p.blobs()])]]
+            for key in sorted(set(keys)):
+                path = Path(root) / key
+                if path.exists():
+                    fs.put_file(str(path), f"bench/store/{key}")
+            episodes = len(slice_.segments)
+            streamed = {name: stream(slice_.id, p.key, options, args.workers, args.repeats, episodes)
+                        for name, p in packs.items()}
+            server_cpu = process_cpu(moto.pid)
+        finally:
+            moto.kill()
+        random = {name: episode_dataset(slice_, p.key, args.workers, args.repeats) for name, p in packs.items()}
+
+    (jn, vn) = list(packs)
+    print(f"\nslice: {shape[0]} real frames at {SIZE[1]}x{SIZE[0]} x {args.copies} = {jpeg.samples} samples in "
+          f"{episodes} episodes; {args.workers} DataLoader workers, batches of 64, medians of {args.repeats}")
+    print(f"\n{'':34} {jn:>14} {vn:>14} {'video / JPEG':>13}  target")
+    rows = [
+        ("pack bytes (MiB)", sizes[jn] / 2**20, sizes[vn] / 2**20, "<= 0.15"),
+        ("PSNR against the frames packed (dB)", quality[jn], quality[vn], "within 1.5 dB"),
+        ("streaming: first epoch fetched (MiB)", streamed[jn]["fetched"] / 2**20, streamed[vn]["fetched"] / 2**20,
+         "<= 0.2"),
+        ("streaming, cached: CPU ms/sample", 1000 * streamed[jn]["cpu"], 1000 * streamed[vn]["cpu"], "<= 1.5"),
+        ("streaming: episodes/batch / uniform", streamed[jn]["mix"], streamed[vn]["mix"], ">= 0.9"),
+        ("streaming: worker peak RSS (MiB)", streamed[jn]["peak"], streamed[vn]["peak"], "+300 MiB"),
+        ("streaming: first batch, from S3 (s)", streamed[jn]["first"], streamed[vn]["first"], "<= 0.5 s"),
+        ("streaming: first batch, cached (s)", streamed[jn]["cached_first"], streamed[vn]["cached_first"], "<= 0.5 s"),
+        ("EpisodeDataset: CPU ms/sample", 1000 * random[jn]["cpu"], 1000 * random[vn]["cpu"], "<= 3"),
+        ("EpisodeDataset: first batch (s)", random[jn]["first"], random[vn]["first"], "<= 0.5 s"),
+        ("EpisodeDataset: frames decoded/sample", random[jn]["decoded"] or 1.0, random[vn]["decoded"], ""),
+    ]
+    for name, a, b, target in rows:
+        ratio = f"{b - a:+13.2f}" if "PSNR" in name or "RSS" in name else \
+            (f"{b / a:13.2f}" if a and "first batch" not in name else f"{'':13}")
+        print(f"{name:34} {a:14.3f} {b:14.3f} {ratio}  {target}")
+    kept_bytes = sum(sh.bytes for sh in kept.shards)
+    v = kept.schema["wrist/rgb"].video
+    print(f"\nLeRobot v3.0 example ({source.name}, {source.stat().st_size / 2**20:.2f} MiB of AV1), packed "
+          f"--codec keep at 30 fps: {kept_bytes / 2**20:.2f} MiB = {kept_bytes / source.stat().st_size:.2f}x its "
+          f"source video (target <= 1.2); {'kept as recorded' if v.kept else 'encoded: ' + str(v.why)}")
+    print(f"the S3 server used {server_cpu:.1f} CPU-s over all the streaming epochs (not counted above)")
+
+
+if __name__ == "__main__":
+    main()
