@@ -10,6 +10,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import rayform
@@ -184,6 +185,51 @@ def real_data() -> Path:
     if not REAL_DATA.is_dir():
         pytest.skip(f"{REAL_DATA} is absent")
     return REAL_DATA
+
+
+def moving_texture(frames: int, size: int = 64, seed: int = 0) -> np.ndarray:
+    """``(frames, size, size, 3) uint8``: a smooth random texture (detail in brightness,
+    colour varying slowly, as in a camera's view) drifting a pixel or two a frame, as a camera
+    panning over a scene: what video coding is for, without real data."""
+    rng = np.random.default_rng(seed)
+    big = size * 3
+    gray = np.kron(rng.random((big // 4 + 2, big // 4 + 2)), np.ones((4, 4)))[:big, :big]
+    for _ in range(2):  # blocky, then smoothed
+        gray = (gray + np.roll(gray, 1, 0) + np.roll(gray, 1, 1) + np.roll(gray, (1, 1), (0, 1))) / 4
+    yy, xx = np.mgrid[0:big, 0:big] / big
+    tint = np.stack([0.6 + 0.4 * np.sin(3 * xx + rng.random() * 6), 0.6 + 0.4 * np.cos(2 * yy),
+                     0.6 + 0.4 * np.sin(2 * (xx + yy))], axis=-1)
+    texture = (np.clip(gray[..., None] * tint * 1.2, 0, 1) * 255).astype(np.uint8)
+    out = np.empty((frames, size, size, 3), np.uint8)
+    for k in range(frames):
+        y, x = (k * 2) % (big - size), (k * 3 // 2) % (big - size)
+        out[k] = texture[y:y + size, x:x + size]
+    return out
+
+
+def add_video_slice(client: rayform.Client, episodes: int = 3, frames: int = 48, size: int = 64, name: str = "video",
+                    fps: int = 30) -> rayform.Slice:
+    """``episodes`` of a camera (``cam/rgb``, raw frames of ``moving_texture``) and 6 joints
+    (a random walk), at ``fps``."""
+    refs = []
+    for e in range(episodes):
+        t = np.arange(frames, dtype=np.int64) * round(1e9 / fps)
+        joints = np.cumsum(np.random.default_rng(e).normal(0, 0.01, (frames, 6)), axis=0).astype(np.float32)
+        refs.append(client.segments.add("lab", f"episode-{e}", [
+            rayform.ImageStream("cam/rgb", t, moving_texture(frames, size, seed=e)),
+            rayform.ArrayStream("joints", t, joints)]))
+    return client.slices.create(refs, name=name)
+
+
+@pytest.fixture(scope="session")
+def video_packs(tmp_path_factory) -> tuple[rayform.Client, rayform.Slice, rayform.Pack, rayform.Pack]:
+    """A textured slice packed twice at 30 fps, history 2, horizon 8: as JPEG q90 and as H.264
+    (clips of 8). Read-only by convention."""
+    client = rayform.Client(tmp_path_factory.mktemp("video") / "store")
+    s = add_video_slice(client)
+    jpeg = client.pack(s, 30, image_codec="jpeg", max_history=2, max_horizon=8, workers=1, progress=False)
+    h264 = client.pack(s, 30, image_codec="h264", max_history=2, max_horizon=8, workers=1, progress=False)
+    return client, s, jpeg, h264
 
 
 @pytest.fixture(scope="session")

@@ -75,7 +75,7 @@ def read_clip(data: bytes | memoryview | dict[str, Any], what: str, codec: str |
     if name not in CODECS:
         raise Malformed(f"{what}: codec {str(name)[:20]!r} is not one of {', '.join(CODECS)}")
     if codec is not None and name != codec:
-        raise Malformed(f"{what}: a {name} clip where the pack says {codec}")
+        raise Malformed(f"{what}: its clip is {name} where the pack says {codec}")
     width, height, frames = (_whole(doc, field, hi, what) for field, hi in
                              (("width", MAX_SIDE), ("height", MAX_SIDE), ("frames", MAX_PACKETS)))
     if size is not None and (height, width) != tuple(size):

@@ -123,7 +123,7 @@ def encode_png(image: np.ndarray) -> bytes:
 
     image = np.ascontiguousarray(image)
     if image.dtype == np.uint16 and image.ndim == 2:
-        pil = Image.fromarray(image, mode="I;16")
+        pil = Image.fromarray(image.astype("<u2", copy=False))  # I;16 (Pillow 13 refuses mode= for it)
     elif image.dtype == np.uint8:
         pil = Image.fromarray(image)
     else:

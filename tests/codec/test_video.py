@@ -1,0 +1,63 @@
+"""Clips decoded by PyAV: the frames encoded come back (within the codec's error), at the size
+asked, and a bad clip is one Malformed naming it, never FFmpeg's own exception."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+from conftest import moving_texture
+
+from rayform.codec import imagecodec
+from rayform.codec.clip import read_clip
+from rayform.codec.video import PyAVDecoder, psnr
+from rayform.codec.video_encoder import VideoCodec, encoders
+from rayform.errors import Malformed
+
+FRAMES = moving_texture(8, 64)
+
+
+@pytest.mark.parametrize("codec", ["h264", "av1", "hevc"])
+def test_every_frame_of_a_clip_comes_back(codec):
+    if codec not in encoders():
+        pytest.skip(f"this FFmpeg has no {codec} encoder")
+    clip = read_clip(VideoCodec(codec).encode(FRAMES, 30).to_bytes(), "clip", codec, (64, 64))
+    decoder = PyAVDecoder()
+    got = decoder.decode(clip, range(8), None, "clip")
+    assert sorted(got) == list(range(8)) and decoder.decoded == 8
+    jpeg = np.stack([imagecodec.decode(imagecodec.encode(f, "jpeg", 90), "jpeg") for f in FRAMES])
+    assert psnr(np.stack([got[i] for i in range(8)]), FRAMES) > psnr(jpeg, FRAMES) - 2.5  # small busy frames
+    assert all(psnr(got[i], FRAMES[i]) > psnr(got[i], FRAMES[i - 1]) + 3 for i in range(1, 8))  # each its own
+
+
+def test_a_frame_asked_alone_decodes_from_its_keyframe_and_only_that_far():
+    clip = VideoCodec("h264", clip_frames=8).encode(FRAMES, 30)
+    decoder = PyAVDecoder()
+    alone = decoder.decode(clip, [5], None, "clip")[5]
+    assert decoder.decoded == 6  # frames 0..5: the keyframe and the P-frames up to it
+    assert np.array_equal(alone, PyAVDecoder().decode(clip, range(8), None, "clip")[5])
+
+
+def test_frames_decode_at_the_size_asked():
+    clip = VideoCodec("h264").encode(FRAMES, 30)
+    got = PyAVDecoder().decode(clip, [0, 7], (32, 48), "clip")
+    assert got[0].shape == (32, 48, 3) and got[7].dtype == np.uint8
+
+
+def test_garbage_packets_are_one_malformed_naming_the_clip():
+    clip = VideoCodec("h264").encode(FRAMES, 30)
+    rng = np.random.default_rng(1)
+    for bad in (dataclasses.replace(clip, packets=(rng.bytes(300),) * clip.frames),
+                dataclasses.replace(clip, packets=clip.packets[:3])):  # fewer frames than it says
+        with pytest.raises(Malformed, match="sample 3"):
+            PyAVDecoder().decode(bad, range(bad.frames), None, "sample 3")
+    with pytest.raises(Malformed, match="frame 9 of a clip of 8"):
+        PyAVDecoder().decode(clip, [9], None, "sample 3")
+
+
+def test_a_frame_of_another_size_than_the_clip_says_is_refused():
+    small = VideoCodec("h264").encode(moving_texture(2, 32), 30)
+    lying = dataclasses.replace(small, width=64, height=64)
+    with pytest.raises(Malformed, match="decoded 32x32, the clip says 64x64"):
+        PyAVDecoder().decode(lying, [0], None, "sample 1")

@@ -1,0 +1,109 @@
+"""Packs with video cameras: clips laid out together, the same bytes from any number of
+workers, a tenth of JPEG's bytes on real camera frames at JPEG's PSNR."""
+
+from __future__ import annotations
+
+import io
+import tarfile
+
+import numpy as np
+import pytest
+from conftest import add_video_slice
+
+import rayform
+from rayform.codec import records
+from rayform.codec.video import psnr
+from rayform.pack.layout import CLIPS
+from rayform.read.reader import PackReader
+
+
+def test_a_clip_s_samples_lie_together_in_one_shard_and_the_first_holds_it(video_packs):
+    client, s, _, pack = video_packs
+    assert pack.members == [CLIPS] and pack.index_lead == 4
+    reader = PackReader(client.store, pack, pack.members)
+    rows = np.asarray(reader.index)
+    starts = rows[:, 1]
+    places = rows[:, 3]
+    clips = np.split(np.arange(len(rows)), np.flatnonzero(np.diff(starts) != 0) + 1)
+    seen = set()
+    for clip in clips:
+        assert len(set(rows[clip, 0])) == 1  # one shard
+        assert places[clip].tolist() == list(range(len(clip)))  # in order, from its first
+        doc = records.loads(bytes(reader.raw(int(clip[0]))[1][CLIPS]))
+        record = doc["record"]
+        assert record["samples"] == len(clip) and set(doc["video"]) == {"cam/rgb"}
+        assert np.all(np.diff(record["index"]) == 1)  # consecutive grid steps of one segment
+        seen.add((record["segment"], record["index"][0]))
+    assert len(seen) == len(clips) == sum(-(-48 // 8) for _ in range(3))
+    # a plain tar: the first sample of a clip has the member, the others none
+    data = client.store.get_blob(pack.shards[0].sha256)
+    names = tarfile.open(fileobj=io.BytesIO(data)).getnames()
+    assert len(names) == len(clips) and all(n.endswith("." + CLIPS) for n in names)
+
+
+def test_the_same_shards_from_one_worker_or_two(tmp_path):
+    a, b = rayform.Client(tmp_path / "a"), rayform.Client(tmp_path / "b")
+    one = a.pack(add_video_slice(a, episodes=3, frames=96, size=96), 30, image_codec="h264", max_history=1,
+                 workers=1, progress=False, shard_bytes=1 << 16)
+    two = b.pack(add_video_slice(b, episodes=3, frames=96, size=96), 30, image_codec="h264", max_history=1,
+                 workers=2, progress=False, shard_bytes=1 << 16)
+    assert one.digest == two.digest and len(one.shards) > 1
+
+
+def test_a_depth_camera_stays_an_image_beside_a_video_camera(tmp_path):
+    client = rayform.Client(tmp_path / "store")
+    t = np.arange(24, dtype=np.int64) * round(1e9 / 30)
+    depth = (np.arange(24 * 32 * 32) % 4000).astype(np.uint16).reshape(24, 32, 32)
+    from conftest import moving_texture
+
+    ref = client.segments.add("lab", "ep", [rayform.ImageStream("cam/rgb", t, moving_texture(24, 32)),
+                                            rayform.ImageStream("cam/depth", t, depth),
+                                            rayform.ArrayStream("joints", t, np.zeros((24, 2), np.float32))])
+    s = client.slices.create([ref])
+    pack = client.pack(s, 30, image_codec="h264", workers=1, progress=False)
+    assert pack.schema["cam/rgb"].video is not None and pack.schema["cam/depth"].video is None
+    assert pack.members == ["cam.depth.png", CLIPS]
+    x = rayform.torch.EpisodeDataset(s, obs=["cam/rgb", "cam/depth"], fps=30)[5]
+    assert np.array_equal(x["cam/depth"].numpy()[0], depth[x["meta"]["frame_index"]])
+    assert x["cam/rgb"].shape == (3, 32, 32)
+
+
+def test_real_camera_frames_take_a_tenth_of_jpeg_s_bytes_at_jpeg_s_psnr(real_data, tmp_path):
+    """The targets of benchmarks/video.py, on fewer frames: the v2.1 example's (busier) camera
+    at 224x224, packed as JPEG q90 and as H.264 with the defaults."""
+    import av
+
+    from rayform.codec import imagecodec
+
+    path = next((real_data / "lerobot_v21_unitree_g1_subset").glob("videos/**/episode_000001.mp4"))
+    with av.open(str(path)) as container:
+        frames = np.stack([imagecodec.resize(f.to_ndarray(format="rgb24"), (224, 224))
+                           for _, f in zip(range(160), container.decode(video=0))])
+    client = rayform.Client(tmp_path / "store")
+    t = np.arange(80, dtype=np.int64) * round(1e9 / 30)
+    refs = [client.segments.add("lab", f"ep{e}", [rayform.ImageStream("cam/rgb", t, frames[e * 80:(e + 1) * 80])])
+            for e in range(2)]
+    s = client.slices.create(refs)
+    jpeg = client.pack(s, 30, image_codec="jpeg", workers=1, progress=False)
+    h264 = client.pack(s, 30, image_codec="h264", workers=1, progress=False)
+    jpeg_bytes = sum(len(raw["cam.rgb.jpg"]) for _, raw in PackReader(client.store, jpeg, ["cam.rgb.jpg"])
+                     .raw_many(range(jpeg.samples)))
+    assert h264.schema["cam/rgb"].video.packet_bytes <= 0.15 * jpeg_bytes
+
+    def quality(key: str) -> float:
+        ds = rayform.torch.EpisodeDataset(s, obs=["cam/rgb"], fps=30, pack=key)
+        got = [(ds[i]["cam/rgb"].numpy().transpose(1, 2, 0), ds[i]["meta"]) for i in range(len(ds))]
+        return psnr(np.stack([g for g, _ in got]),
+                    np.stack([frames[m["episode_index"] * 80 + m["frame_index"]] for _, m in got]))
+
+    assert quality(h264.key) >= quality(jpeg.key) - 1.5
+
+
+def test_a_clip_length_and_quality_are_the_pack_s_and_set_it_apart(video_packs):
+    client, s, _, h264 = video_packs
+    other = client.pack(s, 30, image_codec="h264", max_history=2, max_horizon=8, clip_frames=4, video_crf=30,
+                        workers=1, progress=False)
+    assert other.key != h264.key and other.schema["cam/rgb"].video.crf == 30
+    assert other.schema["cam/rgb"].video.packet_bytes < h264.schema["cam/rgb"].video.packet_bytes
+    with pytest.raises(rayform.InvalidInput, match="video crf 99"):
+        client.pack(s, 30, image_codec="h264", video_crf=99, progress=False)

@@ -1,0 +1,124 @@
+"""Both datasets over a video pack: the samples a JPEG pack of the same slice gives (images up
+to the codec's error, everything else exactly), streamed in the same kind of order, resumable
+at another topology, each clip decoded once."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import moving_texture
+from torch.utils.data import DataLoader
+
+import rayform
+from rayform.codec.video import psnr
+from rayform.pack.layout import CLIPS
+from rayform.read.reader import PackReader
+from rayform.torch.world import Split, World
+
+KW = dict(obs=["cam/rgb", "joints"], action="joints_delta", fps=30, horizon=8, history={"cam/rgb": 3, "joints": 2})
+
+
+def _by_key(samples) -> dict[tuple[int, int], dict]:
+    return {(int(x["meta"]["episode_index"]), int(x["meta"]["frame_index"])): x for x in samples}
+
+
+def _frames(episode: int) -> np.ndarray:
+    return moving_texture(48, 64, seed=episode)  # what add_video_slice recorded
+
+
+def _check_same(video: dict, jpeg: dict, key: tuple[int, int]) -> None:
+    for name in ("action", "joints"):
+        np.testing.assert_allclose(video[name].numpy(), jpeg[name].numpy(), rtol=1e-6, atol=1e-7)
+    for name in ("action_is_pad", "cam/rgb_is_pad", "joints_is_pad", "t_ns"):
+        assert np.array_equal(video[name].numpy(), jpeg[name].numpy()), name
+    assert video["meta"] == jpeg["meta"]
+    episode, step = key
+    frames = _frames(episode)
+    for k, back in enumerate((2, 1, 0)):  # history 3: two steps back, one, now
+        want = frames[max(step - back, 0)]
+        got, ref = video["cam/rgb"][k].numpy().transpose(1, 2, 0), jpeg["cam/rgb"][k].numpy().transpose(1, 2, 0)
+        assert psnr(got, want) > psnr(ref, want) - 3  # the frame it should be, to the codec's error
+        if step - back > 0:
+            assert psnr(got, want) > psnr(got, frames[step - back - 1]) + 3  # not its neighbour
+
+
+def test_episode_dataset_gives_a_jpeg_pack_s_samples(video_packs):
+    client, s, jpeg, h264 = video_packs
+    video = rayform.torch.EpisodeDataset(s, **KW, pack=h264.key)
+    ref = rayform.torch.EpisodeDataset(s, **KW, pack=jpeg.key)
+    assert len(video) == len(ref) == 3 * 48
+    v, j = _by_key(video[i] for i in range(len(video))), _by_key(ref[i] for i in range(len(ref)))
+    assert v.keys() == j.keys()
+    for key in v:
+        _check_same(v[key], j[key], key)
+    clips = video.builders[0].clips
+    assert clips.built == len(video) and clips.decoded <= 4.5 * len(video)  # from the keyframe, not the file
+
+
+def test_streaming_gives_the_same_samples_once_each_through_forked_workers(video_packs):
+    client, s, jpeg, h264 = video_packs
+    ref = _by_key(rayform.torch.EpisodeDataset(s, **KW, pack=jpeg.key)[i] for i in range(3 * 48))
+    ds = rayform.torch.StreamingEpisodeDataset(s, **KW, pack=h264.key, batch_size=8)
+    seen = []
+    for batch in DataLoader(ds, batch_size=None, num_workers=2):
+        for j in range(len(batch["t_ns"])):
+            x = {k: (v[j] if k != "meta" else {m: (w[j] if isinstance(w, list) else int(w[j]))
+                                               for m, w in v.items()}) for k, v in batch.items()}
+            key = (x["meta"]["episode_index"], x["meta"]["frame_index"])
+            seen.append(key)
+            _check_same(x, ref[key], key)
+    assert len(seen) == len(ds) and set(seen) == set(ref)  # every sample, the last batch padded
+    assert len(seen) - len(set(seen)) == len(ds) - len(ref)
+
+
+def _steps(ds, world: int, workers: int) -> dict[int, list[str]]:
+    steps: dict[int, list[str]] = {}
+    for rank in range(world):
+        for worker in range(workers):
+            for step, raws in ds.raw_steps(World(rank, world, worker, workers)):
+                steps.setdefault(step, []).extend(raw["__key__"] for raw in raws)
+    return dict(sorted(steps.items()))
+
+
+def test_the_order_holds_at_any_topology_and_resumes_at_another(video_packs):
+    client, s, _, h264 = video_packs
+
+    def dataset(world: int, rank: int = 0):
+        return rayform.torch.StreamingEpisodeDataset(s, **KW, pack=h264.key, batch_size=16 // world, seed=3,
+                                                     split=Split(rank, world, partitions=2))
+
+    reference = _steps(dataset(1), 1, 1)
+    assert _steps(dataset(2), 2, 2) == reference == _steps(dataset(4), 4, 3)
+    assert len({k for keys in reference.values() for k in keys}) == 3 * 48
+    assert {len(dataset(4, r)) for r in range(4)} == {len(dataset(4))}  # equal counts
+    resumed = dataset(2)
+    resumed.load_state_dict(dataset(4).state_dict(step=3))
+    assert _steps(resumed, 2, 2) == {k: v for k, v in reference.items() if k >= 3}
+
+
+def test_a_stream_decodes_each_clip_once_and_its_batches_are_well_mixed(video_packs):
+    client, s, _, h264 = video_packs
+    reader = PackReader(client.store, h264, [CLIPS])
+    from rayform.codec import records
+
+    in_clips = sum(records.loads(bytes(raw[CLIPS]))["video"]["cam/rgb"]["frames"]
+                   for i, (_, raw) in enumerate(reader.raw_many(range(h264.samples))) if raw["__clip__"][2] == 0)
+    ds = rayform.torch.StreamingEpisodeDataset(s, **KW, pack=h264.key, batch_size=12)
+    episodes = [len(set(b["meta"]["episode_index"].tolist())) for b in ds]
+    assert ds.builders[0].clips.decoded == in_clips  # each clip once, whole
+    assert np.mean(episodes) > 2.5  # of 3: every batch draws on many clips, not one or two
+
+
+def test_a_decoded_frame_budget_of_zero_still_gives_every_sample(video_packs, monkeypatch):
+    monkeypatch.setenv("RAYFORM_DECODED_FRAMES", "0")
+    client, s, jpeg, h264 = video_packs
+    ds = rayform.torch.StreamingEpisodeDataset(s, **KW, pack=h264.key, batch_size=12)
+    assert sum(len(b["t_ns"]) for b in ds) == len(ds)
+    assert ds.builders[0].clips._bytes == 0
+
+
+@pytest.mark.parametrize("resize", [(32, 48)])
+def test_frames_decode_at_the_size_a_dataset_asks(video_packs, resize):
+    client, s, _, h264 = video_packs
+    x = rayform.torch.EpisodeDataset(s, **KW, pack=h264.key, resize=resize)[7]
+    assert x["cam/rgb"].shape == (3, 3, *resize)
