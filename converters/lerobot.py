@@ -25,9 +25,9 @@ from typing import Any
 import numpy as np
 
 from rayform.codec import imagecodec
+from rayform.converters.video_source import demux_video
 from rayform.errors import InvalidInput
 from rayform.pack.spec import check_fps
-from rayform.converters.video_source import demux_video
 from rayform.recordings.streams import RESERVED, ArrayStream, ImageStream, Stream
 
 SKIP_FEATURES = {"timestamp", "frame_index", "episode_index", "index", "task_index"}
@@ -233,8 +233,9 @@ class LeRobotDataset:
                 streams.append(ImageStream(name, t_ns, frames, meta={"source": "video", **spec.get("info", {})}))
             elif spec.get("dtype") == "video":
                 path, from_s, to_s = e.videos[feature]
+                info = {k: v for k, v in spec.get("info", {}).items() if isinstance(v, (str, int, float, bool))}
                 video = demux_video(path, name, from_s, to_s, e.length, self.fps, int(t_ns[0]) if len(t_ns) else 0,
-                                    meta={k: v for k, v in spec.get("info", {}).items() if isinstance(v, (str, int, float, bool))})
+                                    meta=info)
                 worst = np.max(np.abs(video.timestamps - t_ns)) if len(t_ns) else 0
                 if worst > NS / self.fps / 2:
                     raise InvalidInput(f"{path}: episode {e.index}'s frames are up to {worst / 1e6:.1f} ms off its "

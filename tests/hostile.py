@@ -14,6 +14,7 @@ import numpy as np
 
 import rayform
 from rayform.cli.main import main as cli
+from rayform.pack.layout import clip_members
 from rayform.pack.manifest import ShardInfo, shard_fields
 from rayform.packer.driver import index_blob
 from rayform.packer.tar_writer import ShardWriter
@@ -58,10 +59,13 @@ def forge_pack(client: rayform.Client, pack: rayform.Pack, *, manifest: Callable
         reader = PackReader(store, pack, pack.members)
         tmp = Path(store.cache.root if store.cache else store.root) / "forge"
         tmp.mkdir(parents=True, exist_ok=True)
-        writer = ShardWriter(str(tmp), pack.spec.shard_bytes, pack.members, m.get("chunks", {}).get("bytes"))
+        shared = frozenset(clip_members(pack.schema))  # a video pack's clips: in a clip's first sample only
+        writer = ShardWriter(str(tmp), pack.spec.shard_bytes if not shared else 1 << 62, pack.members,
+                             m.get("chunks", {}).get("bytes"), shared)
         shards = []
         for i, (key, raw) in enumerate(reader.raw_many(range(pack.samples))):
-            sample = {n: member(i, n, bytes(v)) for n, v in raw.items()}
+            place = raw.pop("__clip__", (0, 0, 0))[2]
+            sample = {n: b"" if n in shared and place else member(i, n, bytes(v)) for n, v in raw.items()}
             shards += writer.add(f"forged-{i:06d}", sample)
         shards += writer.finish()
         for shard in shards:

@@ -151,3 +151,55 @@ def test_shards_through_both_datasets(tmp_path, monkeypatch, seed):
     for i in range(len(ds)):
         _only_ours(ds.__getitem__, i)
     _only_ours(lambda: list(rayform.torch.StreamingEpisodeDataset(client.slices.get(s.id), **kw)))
+
+
+@pytest.fixture(scope="module")
+def video_packed(tmp_path_factory):
+    from conftest import add_video_slice
+
+    client = rayform.Client(tmp_path_factory.mktemp("fuzz-video") / "store")
+    s = add_video_slice(client, episodes=2, frames=24, size=32)
+    return client, s, client.pack(s, 30, image_codec="h264", max_history=1, max_horizon=4, workers=1, progress=False)
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_video_clips_and_their_records(video_packed):
+    """A video pack's clips.mp, mutated as bytes and as a document (its record, its clips'
+    fields, their packets): only rayform's errors, whatever FFmpeg makes of the packets."""
+    client, s, pack = video_packed
+    reader = PackReader(client.store, pack, pack.members)
+    spec = SampleSpec.of(("cam/rgb", "joints"), "joints_delta", horizon=4, history={"cam/rgb": 2})
+    rng = random.Random(SEED + 1)
+    key, raw = reader.raw(3)
+    doc = records.loads(bytes(raw["clips.mp"]))
+    for i in range(300):
+        builder = SampleBuilder(pack, spec)  # nothing decoded kept from the last try
+        sample = dict(raw)
+        sample["clips.mp"] = _mutate_bytes(bytes(raw["clips.mp"]), rng)
+        _only_ours(builder.build, sample, key)
+        mutated = _mutate_doc(doc, rng)
+        if rng.random() < 0.3:  # garbage in the packets themselves
+            clip = dict(doc["video"]["cam/rgb"])
+            clip["packets"] = [_mutate_bytes(p, rng) for p in clip["packets"]]
+            mutated = {**doc, "video": {"cam/rgb": clip}}
+        sample["clips.mp"] = records.dumps(mutated)
+        sample["__clip__"] = (0, i, rng.choice([0, 1, 5, 4095, 10**6]))
+        _only_ours(SampleBuilder(pack, spec).build, sample, key)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_video_shards_through_both_datasets(tmp_path, monkeypatch, seed):
+    """Forged video shards (every hash valid) whose clips are mutated, read by both datasets."""
+    from conftest import add_video_slice
+
+    monkeypatch.setenv("RAYFORM_CACHE_DIR", str(tmp_path / "cache"))
+    client = rayform.Client(tmp_path / "store")
+    s = add_video_slice(client, episodes=1, frames=24, size=32)
+    pack = client.pack(s, 30, image_codec="h264", max_horizon=4, workers=1, progress=False)
+    rng = random.Random(SEED + 10 + seed)
+    forge_pack(client, pack, member=lambda i, name, b: _mutate_bytes(b, rng) if rng.random() < 0.5 else b)
+    kw = dict(obs=["cam/rgb", "joints"], action="joints_delta", fps=30, horizon=4)
+    ds = rayform.torch.EpisodeDataset(client.slices.get(s.id), **kw)
+    for i in range(len(ds)):
+        _only_ours(ds.__getitem__, i)
+    _only_ours(lambda: list(rayform.torch.StreamingEpisodeDataset(client.slices.get(s.id), **kw, batch_size=4)))
