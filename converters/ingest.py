@@ -1,42 +1,48 @@
 """``rayform ingest``: source recordings of one format into segments at a site.
 
-A source (a file, or a dataset folder) is converted whole before any of its segments is
-stored, so a source that fails half-way stores nothing, and what the store held before is
-unchanged (its segments are immutable versions; a failed source adds no version). Several
-sources convert in parallel on a process pool.
+The sources are cut into tasks (a file each; a LeRobot dataset, ``EPISODES_PER_TASK``
+episodes each) that run on any ``concurrent.futures.Executor`` (a local process pool by
+default, a Dask or Ray cluster's for a collection): each task converts its episodes, writes
+their blobs straight to the store and returns only refs and the digests it wrote. Nothing is
+visible until every task has finished; a task that fails (or a Ctrl-C) takes back what every
+task wrote, so the store is left as it was (segments are immutable versions; a failed ingest
+adds none). With video kept as recorded (LeRobot), a task is I/O: it copies packets.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from rayform.cache.store_view import StoreRef
-from rayform.client import Client
+from rayform.cache.store_view import CachedStore, StoreRef
+from rayform.converters.source_files import is_url
 from rayform.errors import InvalidInput, RayformError
 from rayform.jobs import JobRunner, finishing
 from rayform.recordings.segment_writer import SegmentRef
-from rayform.recordings.slices import Slice
+from rayform.recordings.segments import Segments
+from rayform.recordings.slices import Slice, Slices
 from rayform.recordings.streams import Stream
 
 Episodes = Iterator[tuple[str, list[Stream], dict[str, Any]]]
+EPISODES_PER_TASK = 16  # a LeRobot dataset's episodes a task converts (fewer where that leaves workers idle)
 
 
-def _lerobot(path: Path, options: Mapping[str, Any]) -> Episodes:
+def _lerobot(path: str, options: Mapping[str, Any]) -> Episodes:
     from rayform.converters.lerobot import iter_lerobot
 
     return iter_lerobot(path, options.get("mapping"), options.get("allow_missing", False),
-                        bool(options.get("decode_video")), options.get("episodes"))
+                        bool(options.get("decode_video")), options.get("episodes"), options.get("storage_options"))
 
 
-def _hdf5(path: Path, options: Mapping[str, Any]) -> Episodes:
+def _hdf5(path: str, options: Mapping[str, Any]) -> Episodes:
     from rayform.converters.hdf5 import iter_hdf5
 
-    return _renamed(iter_hdf5(path, options.get("fps")), options.get("mapping"))
+    return _renamed(iter_hdf5(Path(path), options.get("fps")), options.get("mapping"))
 
 
 def _renamed(episodes: Episodes, mapping: Mapping[str, str | None] | None) -> Episodes:
@@ -49,13 +55,21 @@ def _renamed(episodes: Episodes, mapping: Mapping[str, str | None] | None) -> Ep
         yield name, streams, meta
 
 
-def _ros(path: Path, options: Mapping[str, Any]) -> Episodes:
+def _ros(path: str, options: Mapping[str, Any]) -> Episodes:
     from rayform.converters.rosbag import read_bag
 
-    yield read_bag(path, options.get("mapping"), options.get("stamp", "header"), options.get("joints"))
+    yield read_bag(Path(path), options.get("mapping"), options.get("stamp", "header"), options.get("joints"))
 
 
-FORMATS: dict[str, Callable[[Path, Mapping[str, Any]], Episodes]] = {"lerobot": _lerobot, "hdf5": _hdf5, "ros": _ros}
+FORMATS: dict[str, Callable[[str, Mapping[str, Any]], Episodes]] = {"lerobot": _lerobot, "hdf5": _hdf5, "ros": _ros}
+
+
+class Client(Protocol):
+    """What ingest takes of a ``rayform.Client`` (which calls it: ``Client.ingest``)."""
+
+    store: CachedStore
+    segments: Segments
+    slices: Slices
 
 
 @dataclass
@@ -91,13 +105,16 @@ def convert_source(job: SourceJob) -> SourceResult:
     A source file is untrusted input: whatever a malformed one makes a reader library raise
     is one InvalidInput naming the source, never a traceback. A failure, or a stop, takes back
     the blobs this source wrote."""
-    source = Path(job.path)
-    if not source.exists():
+    source = job.path
+    if is_url(source):
+        if job.fmt != "lerobot":
+            raise InvalidInput(f"{source}: {job.fmt} sources are local files; a LeRobot dataset may be a URL")
+    elif not Path(source).exists():
         raise InvalidInput(f"{source}: no such file or folder")
-    segments = Client(job.store.open()).segments
+    segments = Segments(job.store.open())
     with segments.store.recording_new_blobs() as written:
         try:
-            episodes = list(FORMATS[job.fmt](source, job.options))  # whole source first
+            episodes = list(FORMATS[job.fmt](source, job.options))  # whole task first
             if not episodes:
                 raise InvalidInput(f"{source}: no episodes to convert")
             task = job.options.get("task")
@@ -147,13 +164,15 @@ def ingest(
     check_site(site)
     if not paths:
         raise InvalidInput(f"ingest {fmt}: no sources given")
-    jobs = [SourceJob(client.store.ref, fmt, os.fspath(p), site, dict(options or {})) for p in paths]
-    workers = min(len(jobs), workers or os.cpu_count() or 1)
+    workers = workers or os.cpu_count() or 1
+    jobs = [job for p in paths for job in _tasks(SourceJob(client.store.ref, fmt, os.fspath(p), site,
+                                                           dict(options or {})), workers)]
+    workers = min(len(jobs), workers)
     report = IngestReport()
     done: list[SourceResult] = []
     runner = JobRunner(executor, workers)
     try:
-        with runner, tqdm(total=len(jobs), unit="source", desc=f"ingest {fmt}", disable=not progress,
+        with runner, tqdm(total=len(jobs), unit="task", desc=f"ingest {fmt}", disable=not progress,
                           leave=False) as bar:
             for result in runner.each(convert_source, jobs):
                 done.append(result)
@@ -164,7 +183,7 @@ def ingest(
         client.segments.discard([d for r in done + runner.finished() for d in r.written])
         client.store.sweep_temporaries()
         if isinstance(e, RayformError) and len(jobs) > 1:
-            raise type(e)(f"{e}. Nothing of this ingest of {len(jobs)} sources was stored") from None
+            raise type(e)(f"{e}. Nothing of this ingest of {len(paths)} sources was stored") from None
         raise
     report.segments = [ref for r in done for ref in r.segments]
     client.segments.record(report.segments)
@@ -173,9 +192,25 @@ def ingest(
     return report
 
 
+def _tasks(job: SourceJob, workers: int) -> list[SourceJob]:
+    """A source's tasks: a LeRobot dataset's episodes in runs of at most ``EPISODES_PER_TASK``
+    (as many runs as keep ``workers`` busy); any other source, one."""
+    if job.fmt != "lerobot" or "episodes" in job.options:
+        return [job]
+    from rayform.converters.lerobot import LeRobotDataset
+
+    try:
+        ds = LeRobotDataset(job.path, job.options.get("mapping"), job.options.get("storage_options"))
+        count = len(ds.select(bool(job.options.get("allow_missing"))))
+    except RayformError:
+        return [job]  # its task says what is wrong, naming the source
+    per = max(1, min(EPISODES_PER_TASK, -(-count // (4 * workers))))
+    return [dataclasses.replace(job, options={**job.options, "episodes": (first, min(count, first + per))})
+            for first in range(0, count, per)] or [job]
+
+
 def describe(fmt: str, path: str | os.PathLike[str]) -> list[str]:
     """What a source holds, before converting it: one line per feature or dataset."""
-    path = Path(path)
     if fmt == "lerobot":
         from rayform.converters.lerobot import LeRobotDataset
 
@@ -190,6 +225,7 @@ def describe(fmt: str, path: str | os.PathLike[str]) -> list[str]:
             target = ds.mapping.get(feature, "(skipped)")
             lines.append(f"  {feature:32} {spec.get('dtype'):8} {str(spec.get('shape')):14} -> {target}")
         return lines
+    path = Path(path)
     if fmt == "hdf5":
         from rayform.converters.hdf5 import _open, detect
 

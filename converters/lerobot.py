@@ -16,15 +16,17 @@ of them (a feature mapped to ``None`` is skipped).
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from pathlib import PurePath
+from typing import IO, Any
 
 import numpy as np
 
 from rayform.codec import imagecodec
+from rayform.converters.source_files import SourceFiles
 from rayform.converters.video_source import demux_video
 from rayform.errors import InvalidInput
 from rayform.pack.spec import check_fps
@@ -40,23 +42,23 @@ class Episode:
     index: int
     length: int
     tasks: tuple[str, ...]
-    data_file: Path
+    data_file: PurePath
     row_range: tuple[int, int] | None  # v3.0: rows of the shared parquet; v2.1: the whole file
-    videos: dict[str, tuple[Path, float, float | None]]  # feature -> (file, from_s, to_s)
+    videos: dict[str, tuple[PurePath, float, float | None]]  # feature -> (file, from_s, to_s)
 
 
-def _json(path: Path) -> Any:
+def _json(files: SourceFiles, path: PurePath) -> Any:
     try:
-        return json.loads(path.read_text())
+        return json.loads(files.read_text(path))
     except FileNotFoundError:
         raise InvalidInput(f"{path}: missing (not a LeRobot dataset?)") from None
     except json.JSONDecodeError as e:
         raise InvalidInput(f"{path}: not valid JSON ({e})") from None
 
 
-def _jsonl(path: Path) -> list[dict[str, Any]]:
+def _jsonl(files: SourceFiles, path: PurePath) -> list[dict[str, Any]]:
     try:
-        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        return [json.loads(line) for line in files.read_text(path).splitlines() if line.strip()]
     except FileNotFoundError:
         raise InvalidInput(f"{path}: missing (not a LeRobot v2.1 dataset?)") from None
     except json.JSONDecodeError as e:
@@ -66,13 +68,14 @@ def _jsonl(path: Path) -> list[dict[str, Any]]:
 _FIELD = re.compile(r"\{([a-z_]+)(?::(0?\d{0,2}d))?\}")
 
 
-def source_path(root: Path, template: Any, what: str, **values: int | str) -> Path:
+def source_path(files: SourceFiles, template: Any, what: str, **values: int | str) -> PurePath:
     """``root / template`` with ``{name}`` / ``{name:03d}`` filled in, and nothing else.
 
     LeRobot's ``data_path`` and ``video_path`` come from the dataset's ``info.json``: they are
     never handed to ``str.format`` (which would evaluate ``{x.__class__}``), and a path that
     leads out of the dataset's folder is refused.
     """
+    root = files.root
     if not isinstance(template, str) or len(template) > 512:
         raise InvalidInput(f"{root}/meta/info.json: {what} is not a path template")
 
@@ -85,10 +88,7 @@ def source_path(root: Path, template: Any, what: str, **values: int | str) -> Pa
     rest = _FIELD.sub("", template)
     if "{" in rest or "}" in rest:
         raise InvalidInput(f"{root}/meta/info.json: {what} {template!r}: only {{name}} and {{name:03d}} fields are read")
-    path = (root / _FIELD.sub(fill, template)).resolve()
-    if not path.is_relative_to(root.resolve()):
-        raise InvalidInput(f"{root}/meta/info.json: {what} {template!r} leads out of the dataset's folder")
-    return path
+    return files.inside(root / _FIELD.sub(fill, template), f"meta/info.json's {what} {template!r}")
 
 
 def feature_names(feature: Mapping[str, Any]) -> list[str] | None:
@@ -114,9 +114,11 @@ def default_stream_name(feature: str) -> str:
 class LeRobotDataset:
     """A LeRobot dataset on disk, read with pyarrow and PyAV."""
 
-    def __init__(self, root: str | Path, mapping: Mapping[str, str | None] | None = None):
-        self.root = Path(root)
-        self.info = _json(self.root / "meta" / "info.json")
+    def __init__(self, root: str | os.PathLike[str], mapping: Mapping[str, str | None] | None = None,
+                 storage_options: dict[str, Any] | None = None):
+        self.files = SourceFiles(root, storage_options)
+        self.root = self.files.root
+        self.info = _json(self.files, self.root / "meta" / "info.json")
         self.version = str(self.info.get("codebase_version", ""))
         if not (self.version.startswith("v2") or self.version.startswith("v3")):
             raise InvalidInput(f"{self.root}: LeRobot {self.version or 'unknown version'}; v2.1 and v3.0 are read")
@@ -129,13 +131,14 @@ class LeRobotDataset:
             self.mapping[feature] = name
         self.video_keys = [f for f, v in self.features.items() if v.get("dtype") == "video"]
         self.tasks = self._tasks()
+        self._table: tuple[PurePath, Any] | None = None
 
     def _tasks(self) -> dict[int, str]:
         if self.version.startswith("v2"):
-            return {t["task_index"]: t["task"] for t in _jsonl(self.root / "meta" / "tasks.jsonl")}
+            return {t["task_index"]: t["task"] for t in _jsonl(self.files, self.root / "meta" / "tasks.jsonl")}
         import pyarrow.parquet as pq
 
-        t = pq.read_table(self.root / "meta" / "tasks.parquet")
+        t = pq.read_table(self.files.open(self.root / "meta" / "tasks.parquet"))
         cols = t.column_names
         # written from pandas, the task text is the frame's index column
         text = "task" if "task" in cols else "__index_level_0__"
@@ -149,12 +152,12 @@ class LeRobotDataset:
     def _episodes_v2(self) -> list[Episode]:
         chunk = int(self.info.get("chunks_size", 1000))
         out = []
-        for e in _jsonl(self.root / "meta" / "episodes.jsonl"):
+        for e in _jsonl(self.files, self.root / "meta" / "episodes.jsonl"):
             i = int(e["episode_index"])
-            data = source_path(self.root, self.info.get("data_path"), "data_path", episode_chunk=i // chunk,
+            data = source_path(self.files, self.info.get("data_path"), "data_path", episode_chunk=i // chunk,
                                episode_index=i)
-            videos: dict[str, tuple[Path, float, float | None]] = {
-                k: (source_path(self.root, self.info.get("video_path"), "video_path", episode_chunk=i // chunk,
+            videos: dict[str, tuple[PurePath, float, float | None]] = {
+                k: (source_path(self.files, self.info.get("video_path"), "video_path", episode_chunk=i // chunk,
                                 video_key=k, episode_index=i), 0.0, None)
                 for k in self.video_keys
             }
@@ -164,17 +167,17 @@ class LeRobotDataset:
     def _episodes_v3(self) -> list[Episode]:
         import pyarrow.parquet as pq
 
-        files = sorted((self.root / "meta" / "episodes").rglob("*.parquet"))
+        files = self.files.glob(self.root / "meta" / "episodes", ".parquet")
         if not files:
             raise InvalidInput(f"{self.root}/meta/episodes: no episode parquet files")
         out = []
         for f in files:
-            for e in pq.read_table(f).to_pylist():
-                data = source_path(self.root, self.info.get("data_path"), "data_path",
+            for e in pq.read_table(self.files.open(f)).to_pylist():
+                data = source_path(self.files, self.info.get("data_path"), "data_path",
                                    chunk_index=int(e["data/chunk_index"]), file_index=int(e["data/file_index"]))
-                videos: dict[str, tuple[Path, float, float | None]] = {}
+                videos: dict[str, tuple[PurePath, float, float | None]] = {}
                 for k in self.video_keys:
-                    path = source_path(self.root, self.info.get("video_path"), "video_path", video_key=k,
+                    path = source_path(self.files, self.info.get("video_path"), "video_path", video_key=k,
                                        chunk_index=int(e[f"videos/{k}/chunk_index"]),
                                        file_index=int(e[f"videos/{k}/file_index"]))
                     videos[k] = (path, float(e[f"videos/{k}/from_timestamp"]), float(e[f"videos/{k}/to_timestamp"]))
@@ -182,14 +185,22 @@ class LeRobotDataset:
                                    (int(e["dataset_from_index"]), int(e["dataset_to_index"])), videos))
         return out
 
-    def missing(self, episode: Episode) -> list[Path]:
+    def _data(self, path: PurePath) -> Any:
+        """A data file's table (v3.0 files hold many episodes: read once for all of them)."""
+        import pyarrow.parquet as pq
+
+        if self._table is None or self._table[0] != path:
+            self._table = (path, pq.read_table(self.files.open(path)))
+        return self._table[1]
+
+    def missing(self, episode: Episode) -> list[PurePath]:
         paths = [episode.data_file] + [v[0] for v in episode.videos.values()]
-        return [p for p in paths if not p.is_file()]
+        return [p for p in paths if not self.files.is_file(p)]
 
     def select(self, allow_missing: bool = False) -> list[Episode]:
         """The episodes to convert; an episode whose files are absent is an error unless allowed."""
         episodes: list[Episode] = []
-        absent: list[tuple[Episode, list[Path]]] = []
+        absent: list[tuple[Episode, list[PurePath]]] = []
         for e in self.episodes():
             gone = self.missing(e)
             if gone:
@@ -200,16 +211,14 @@ class LeRobotDataset:
             first, gone = absent[0]
             raise InvalidInput(
                 f"{self.root}: the meta lists {len(absent)} episode(s) whose files are absent "
-                f"(episode {first.index}: {gone[0].relative_to(self.root.resolve())}). "
+                f"(episode {first.index}: {gone[0].relative_to(self.files.inside(self.root, 'its root'))}). "
                 "Pass --allow-missing to convert the episodes that are there"
             )
         return episodes
 
     def read_episode(self, e: Episode, jpeg_quality: int = 95, decode_video: bool = False
                      ) -> tuple[str, list[Stream], dict[str, Any]]:
-        import pyarrow.parquet as pq
-
-        table = pq.read_table(e.data_file)
+        table = self._data(e.data_file)
         if e.row_range is not None:
             idx = np.asarray(table.column("index").to_numpy())
             rows = np.flatnonzero((idx >= e.row_range[0]) & (idx < e.row_range[1]))
@@ -229,13 +238,15 @@ class LeRobotDataset:
                 continue
             spec = self.features[feature]
             if spec.get("dtype") == "video" and decode_video:
-                frames = decode_frames(*e.videos[feature], expected=e.length, fps=self.fps, quality=jpeg_quality)
+                path, from_s, to_s = e.videos[feature]
+                frames = decode_frames(self.files.open(path), path, from_s, to_s, expected=e.length, fps=self.fps,
+                                       quality=jpeg_quality)
                 streams.append(ImageStream(name, t_ns, frames, meta={"source": "video", **spec.get("info", {})}))
             elif spec.get("dtype") == "video":
                 path, from_s, to_s = e.videos[feature]
                 info = {k: v for k, v in spec.get("info", {}).items() if isinstance(v, (str, int, float, bool))}
-                video = demux_video(path, name, from_s, to_s, e.length, self.fps, int(t_ns[0]) if len(t_ns) else 0,
-                                    meta=info)
+                video = demux_video(self.files.open(path), path, name, from_s, to_s, e.length, self.fps,
+                                    int(t_ns[0]) if len(t_ns) else 0, meta=info)
                 worst = np.max(np.abs(video.timestamps - t_ns)) if len(t_ns) else 0
                 if worst > NS / self.fps / 2:
                     raise InvalidInput(f"{path}: episode {e.index}'s frames are up to {worst / 1e6:.1f} ms off its "
@@ -255,14 +266,14 @@ class LeRobotDataset:
         return f"{self.root.name}/episode_{e.index:06d}", streams, meta
 
 
-def decode_frames(path: Path, from_s: float, to_s: float | None, expected: int, fps: float, quality: int
-                  ) -> list[bytes]:
+def decode_frames(source: IO[bytes] | str, path: PurePath, from_s: float, to_s: float | None, expected: int,
+                  fps: float, quality: int) -> list[bytes]:
     """The frames of ``[from_s, to_s)`` of a video file, as JPEG bytes."""
     import av
 
     frames: list[bytes] = []
     try:
-        with av.open(str(path)) as container:
+        with av.open(source) as container:
             stream = container.streams.video[0]
             half = 0.5 / fps
             if from_s > 0:
@@ -281,11 +292,12 @@ def decode_frames(path: Path, from_s: float, to_s: float | None, expected: int, 
     return frames
 
 
-def iter_lerobot(root: str | Path, mapping: Mapping[str, str | None] | None = None, allow_missing: bool = False,
-                 decode_video: bool = False, episodes: tuple[int, int] | None = None
-                 ) -> Iterator[tuple[str, list[Stream], dict[str, Any]]]:
-    """The dataset's episodes (``episodes``: only ``[first, stop)`` of those present) as segments."""
-    ds = LeRobotDataset(root, mapping)
+def iter_lerobot(root: str | os.PathLike[str], mapping: Mapping[str, str | None] | None = None,
+                 allow_missing: bool = False, decode_video: bool = False, episodes: tuple[int, int] | None = None,
+                 storage_options: dict[str, Any] | None = None) -> Iterator[tuple[str, list[Stream], dict[str, Any]]]:
+    """The dataset's episodes (``episodes``: only ``[first, stop)`` of those present) as segments;
+    ``root`` a folder or an fsspec URL (with ``storage_options``)."""
+    ds = LeRobotDataset(root, mapping, storage_options)
     chosen = ds.select(allow_missing)
     for e in chosen[slice(*episodes)] if episodes is not None else chosen:
         yield ds.read_episode(e, decode_video=decode_video)

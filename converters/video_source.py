@@ -9,8 +9,8 @@ frame, which is put at ``t0_ns``. The frames found must be the ones the episode 
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
+from pathlib import PurePath
+from typing import IO, Any
 
 import numpy as np
 
@@ -21,14 +21,15 @@ CODECS = {"libdav1d": "av1", "av1": "av1", "libaom-av1": "av1", "h264": "h264", 
 NS = 1_000_000_000
 
 
-def demux_video(path: Path, name: str, from_s: float, to_s: float | None, expected: int, fps: float,
-                t0_ns: int = 0, meta: dict[str, Any] | None = None) -> VideoStream:
-    """Stream ``name``: the packets of ``[from_s, to_s)`` s of the video file ``path`` (to its end
-    if ``to_s`` is None), which must show ``expected`` frames at about ``fps``."""
+def demux_video(source: IO[bytes] | str, path: PurePath, name: str, from_s: float, to_s: float | None, expected: int,
+                fps: float, t0_ns: int = 0, meta: dict[str, Any] | None = None) -> VideoStream:
+    """Stream ``name``: the packets of ``[from_s, to_s)`` s of the video file ``path`` (read from
+    ``source``: its local path or the file opened; to its end if ``to_s`` is None), which must
+    show ``expected`` frames at about ``fps``."""
     import av
 
     try:
-        with av.open(str(path)) as container:
+        with av.open(source) as container:
             if not container.streams.video:
                 raise InvalidInput(f"{path}: no video stream")
             stream = container.streams.video[0]
@@ -37,8 +38,15 @@ def demux_video(path: Path, name: str, from_s: float, to_s: float | None, expect
                 raise InvalidInput(f"{path}: {stream.codec_context.name} video is not kept as recorded "
                                    f"(AV1, H.264 and HEVC are); ingest with --decode-video")
             tb = stream.time_base
-            packets = [(p.pts, bool(p.is_keyframe), bytes(p)) for p in container.demux(stream)
-                       if p.size and p.pts is not None]
+            if from_s > 0:  # a file of many episodes: from the keyframe before this one's first frame
+                container.seek(int(max(0.0, from_s - 1.0) / tb), stream=stream, backward=True)
+            stop = None if to_s is None else int((to_s + 1.0) / tb)  # B-frames' references come a little later
+            packets = []
+            for p in container.demux(stream):
+                if p.size and p.pts is not None:
+                    if stop is not None and p.dts is not None and p.dts > stop:
+                        break
+                    packets.append((p.pts, bool(p.is_keyframe), bytes(p)))
             extradata = bytes(stream.codec_context.extradata or b"")
             width, height = stream.codec_context.width, stream.codec_context.height
     except av.FFmpegError as e:
@@ -57,7 +65,8 @@ def demux_video(path: Path, name: str, from_s: float, to_s: float | None, expect
     kept = packets[first:last + 1]
     # exact: rational container time from the first frame, in ns
     start = int(np.min(pts[frames]))
-    times = [t0_ns + round((p[0] - start) * tb * NS) for p in kept]
+    num, den = tb.numerator * NS, tb.denominator
+    times = [t0_ns + ((p[0] - start) * num * 2 + den) // (2 * den) for p in kept]  # exact, rounded
     frame_times = np.sort(np.array([t for t, i in zip(times, range(first, last + 1)) if shown[i]], np.int64))
     return VideoStream(name, frame_times, [p[2] for p in kept], np.array(times, np.int64),
                        np.array([p[1] for p in kept], bool), codec, width, height, extradata,

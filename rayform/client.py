@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from concurrent.futures import Executor
 from typing import Any
 
@@ -70,3 +71,17 @@ class Client:
 
         return pack_slice(slice_, PackSpec(fps=fps, **spec), executor=executor, workers=workers,
                           progress=progress, force=force)
+
+    @raised_here
+    def ingest(self, fmt: str, sources: Sequence[str | os.PathLike[str]], site: str, *,
+               options: dict[str, Any] | None = None, slice_name: str | None = None,
+               executor: Executor | None = None, workers: int | None = None, progress: bool = True) -> Any:
+        """Convert ``sources`` (``"lerobot"``, ``"ros"`` or ``"hdf5"`` recordings) into segments at
+        ``site``, all or nothing, on ``executor`` (default: a process pool of ``workers``), as
+        ``rayform ingest`` does; ``options`` as its flags (``mapping``, ``allow_missing``,
+        ``decode_video``, ``task``, ``fps``, …). Returns the report: ``.segments``, ``.slice``
+        (with ``slice_name``)."""
+        from rayform.converters.ingest import ingest  # the converters (and their libraries) only when ingesting
+
+        return ingest(self, fmt, list(sources), site, options=options, slice_name=slice_name, executor=executor,
+                      workers=workers, progress=progress)

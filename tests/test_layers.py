@@ -29,8 +29,10 @@ LAYERS: list[list[str]] = [
     ["rayform.cli", "rayform"],  # `rayform` itself: the package's face, rayform/__init__.py
 ]
 # Allowed upward on purpose: packing on demand (the datasets pack a missing pack; the client
-# packs), each a function-local import, so reading a pack never loads the packer.
-ALLOWED = {("rayform.torch", "rayform.packer"), ("rayform.client", "rayform.packer")}
+# packs) and ingesting (the client's ingest), each a function-local import, so reading a pack
+# never loads the packer or a converter.
+ALLOWED = {("rayform.torch", "rayform.packer"), ("rayform.client", "rayform.packer"),
+           ("rayform.client", "rayform.converters")}
 
 
 def _modules() -> dict[str, Path]:

@@ -26,3 +26,24 @@ def test_a_dask_cluster_packs_the_same_shards(demo_client):
     assert len(ran) == 2 and all(n > 0 for n in ran.values()), f"a worker ran nothing: {ran}"
     reader = PackReader(client.store, on_dask, on_dask.members)
     assert sum(1 for _ in reader.raw_many(range(on_dask.samples))) == on_dask.samples
+
+
+def test_a_dask_cluster_ingests_a_lerobot_dataset_in_tasks_of_episodes(real_data, tmp_path):
+    """Each task converts a few episodes and writes their packets to the store itself; the
+    segments are the ones a local ingest makes, blob for blob."""
+    import rayform
+    from rayform.converters.ingest import SourceJob, _tasks
+
+    root = real_data / "lerobot_v30_so101_ros2_example"
+    local = rayform.Client(tmp_path / "local")
+    here = local.ingest("lerobot", [root], "so101", progress=False)
+    remote = rayform.Client(tmp_path / "dask")
+    assert len(_tasks(SourceJob(remote.store.ref, "lerobot", str(root), "so101", {}), 2)) == 6
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as dask:
+        there = remote.ingest("lerobot", [root], "so101", executor=dask.get_executor(), slice_name="so101",
+                              progress=False)
+        ran = dask.run(lambda dask_worker: dask_worker.state.executed_count)
+    assert [(r.id, r.version) for r in there.segments] == [(r.id, r.version) for r in here.segments]
+    assert all(n > 0 for n in ran.values()), f"a worker ran nothing: {ran}"
+    assert remote.slices.get("so101").segments == there.slice.segments
