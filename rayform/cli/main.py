@@ -39,6 +39,7 @@ def _command(sub: Any, common: argparse.ArgumentParser, name: str, **kw: Any) ->
 
 
 def _parser() -> argparse.ArgumentParser:
+    from rayform.cli import cache_commands as cc
     from rayform.cli import commands as c
 
     # The global options, accepted before the command and after it (SUPPRESS: a subcommand's
@@ -156,14 +157,14 @@ def _parser() -> argparse.ArgumentParser:
     pl.set_defaults(run=c.pull)
 
     ca = _command(sub, common, "cache", help="where the cache is, how big, which slices it holds whole; prune or clean it")
-    ca.set_defaults(run=c.cache)
+    ca.set_defaults(run=cc.cache)
     cache_sub = ca.add_subparsers(dest="cache_action", required=False, metavar="ACTION")
     pr = _command(cache_sub, common, "prune", help="evict least-recently-used blobs until the cache fits in a size")
     pr.add_argument("--to", required=True, metavar="SIZE", help="the size to fit in, e.g. 50GB or 200GiB")
-    pr.set_defaults(run=c.cache_prune)
+    pr.set_defaults(run=cc.cache_prune)
     cl = _command(cache_sub, common, "clean", help="evict a slice's packs from the cache, or everything")
     cl.add_argument("slice", nargs="?", help="the slice whose cached packs go (default: the whole cache)")
-    cl.set_defaults(run=c.cache_clean)
+    cl.set_defaults(run=cc.cache_clean)
 
     st = _command(sub, common, "stats", help="a pack's normalization statistics, per array stream and element")
     st.add_argument("slice", help="the slice: its id (slc_…) or name")
