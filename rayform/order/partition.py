@@ -114,12 +114,11 @@ class EpochPlan:
         return self.steps * self.global_batch - self.total if self.steps * self.global_batch > self.total else 0
 
     def _shuffled(self, part: np.ndarray, within: np.ndarray, real: np.ndarray, width: np.ndarray) -> np.ndarray:
-        """Each position inside its partition, permuted within its window; padding positions
-        (from ``real`` on, the partition's samples) are left where they are, at the end."""
+        """Each position inside its partition, permuted within its window (at random, or in
+        lanes for a video pack); padding positions (from ``real`` on, the partition's samples)
+        are left where they are, at the end."""
         if self.window <= 1 or not len(within):
             return within
-        if self.lanes is not None:
-            return self._in_lanes(part, within, real, width)
         window, start, size = self._windows(within, width)
         out: np.ndarray = within.copy()
         keys, inverse = np.unique(np.stack([part, window]), axis=1, return_inverse=True)
@@ -131,30 +130,7 @@ class EpochPlan:
             if n <= 1:
                 continue
             mine = mine[within[mine] < first + n]
-            out[mine] = first + self._perm(c, w, n)(within[mine] - first)
-        return out
-
-    def _in_lanes(self, part: np.ndarray, within: np.ndarray, real: np.ndarray, width: np.ndarray) -> np.ndarray:
-        window, start, size = self._windows(within, width)
-        out: np.ndarray = within.copy()
-        keys, inverse = np.unique(np.stack([part, window]), axis=1, return_inverse=True)
-        inverse = inverse.ravel()
-        for j, (c, w) in enumerate(keys.T.tolist()):
-            mine = np.flatnonzero(inverse == j)
-            first = int(start[mine[0]])
-            n = min(int(size[mine[0]]), int(real[mine[0]]) - first)
-            if n <= 1:
-                continue
-            mine = mine[within[mine] < first + n]
-            key = (c, w, n)
-            perm = self._perms.get(key)
-            if perm is None:
-                if len(self._perms) >= _CACHED_WINDOWS:
-                    self._perms.clear()
-                assert self.lanes is not None
-                perm = self._perms[key] = LanePermutation(n, int(width[mine[0]]) if len(mine) else 1, self.lanes[0],
-                                                          self.seed, self.epoch, c << 32 | w)
-            out[mine] = first + perm(within[mine] - first)
+            out[mine] = first + self._perm(c, w, n, int(width[mine[0]]))(within[mine] - first)
         return out
 
     def _windows(self, within: np.ndarray, width: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -180,14 +156,17 @@ class EpochPlan:
         size = np.where(in_ramp, base << j, full)
         return index, start, size
 
-    def _perm(self, part: int, window: int, size: int) -> Permutation:
-        perm = self._perms.get((part, window))
-        assert perm is None or isinstance(perm, Permutation)
+    def _perm(self, part: int, window: int, size: int, width: int) -> Permutation | LanePermutation:
+        key = (part, window, size)
+        perm = self._perms.get(key)
         if perm is None:
             if len(self._perms) >= _CACHED_WINDOWS:
                 self._perms.clear()
-            perm = self._perms[(part, window)] = Permutation(size, self.seed, self.epoch,
-                                                             _WINDOW_SALT | part << 32 | window)
+            if self.lanes is None:
+                perm = Permutation(size, self.seed, self.epoch, _WINDOW_SALT | part << 32 | window)
+            else:
+                perm = LanePermutation(size, width, self.lanes[0], self.seed, self.epoch, part << 32 | window)
+            self._perms[key] = perm
         return perm
 
 

@@ -11,6 +11,7 @@ through a symlink.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import re
@@ -18,6 +19,8 @@ import shutil
 import socket
 import tempfile
 import time
+from collections.abc import Iterator
+from typing import BinaryIO
 
 from rayform.jobs import alive
 from rayform.store.content import CHUNK
@@ -55,27 +58,29 @@ def publish(tmp: str, path: str | os.PathLike[str]) -> None:
     os.replace(tmp, path)
 
 
-def write_atomic(path: str | os.PathLike[str], data: bytes | memoryview) -> None:
+@contextlib.contextmanager
+def publishing(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
+    """A temporary file beside ``path``, renamed into place once what is written into it is
+    whole (deleted if the writing fails)."""
     fd, tmp = open_temporary(os.path.dirname(path))
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            yield f
         publish(tmp, path)
     except BaseException:
         unlink_if_present(tmp)
         raise
+
+
+def write_atomic(path: str | os.PathLike[str], data: bytes | memoryview) -> None:
+    with publishing(path) as f:
+        f.write(data)
 
 
 def copy_atomic(src: str | os.PathLike[str], path: str | os.PathLike[str]) -> None:
-    fd, tmp = open_temporary(os.path.dirname(path))
-    try:
-        with os.fdopen(fd, "wb") as fo, open(src, "rb") as fi:
-            while chunk := fi.read(CHUNK):
-                fo.write(chunk)
-        publish(tmp, path)
-    except BaseException:
-        unlink_if_present(tmp)
-        raise
+    with publishing(path) as fo, open(src, "rb") as fi:
+        while chunk := fi.read(CHUNK):
+            fo.write(chunk)
 
 
 def move_atomic(src: str | os.PathLike[str], path: str | os.PathLike[str]) -> None:
