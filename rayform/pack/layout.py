@@ -34,9 +34,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from rayform.codec.clip import MAX_SIDE
 from rayform.errors import Malformed
 from rayform.frames import FRAMES
-from rayform.pack.spec import MAX_SIDE
 from rayform.recordings.streams import stored_stream
 from rayform.untrusted import dtype as checked_dtype
 from rayform.untrusted import shape as checked_shape

@@ -7,6 +7,7 @@ import numbers
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from rayform.codec.clip import MAX_SIDE
 from rayform.errors import InvalidInput
 from rayform.store.content import canonical_json, sha256_hex
 
@@ -17,7 +18,6 @@ PACK_FORMAT = "rayform.pack/1"
 
 
 MIN_FPS, MAX_FPS = 0.001, 10_000
-MAX_SIDE = 16384
 MAX_HORIZON = 4096
 
 
@@ -137,11 +137,6 @@ class PackSpec:
         # a pack made before interleaving holds its samples in time order; one made before
         # snapping aligned exactly
         return cls(**{"interleave_seed": None, "snap": 0, **m})
-
-    @property
-    def is_video(self) -> bool:
-        """Whether this pack encodes its RGB cameras as video (``keep`` may copy recorded video too)."""
-        return self.image_codec in VIDEO_CODECS
 
     def key(self) -> str:
         """A short, stable name for these parameters: ``fps15-<8 hex>``."""

@@ -29,7 +29,7 @@ from rayform.codec import imagecodec, records
 from rayform.pack.layout import CLIPS, LOWDIM, StreamSchema, history_member
 from rayform.pack.spec import PackSpec
 from rayform.packer import align
-from rayform.packer.clips import render_clip_docs
+from rayform.packer.clips import frame_indices, render_clip_docs
 from rayform.packer.plan import Task
 from rayform.packer.tar_writer import Buffer
 from rayform.recordings.segment_reader import Segment
@@ -100,8 +100,7 @@ def render_task(
         if s.video is not None:
             continue  # in the clips (below)
         if s.kind == "image":
-            for j, when in enumerate([t, *back.T]):
-                idx = align.latest_at_or_before(ts, when, snap)
+            for j, idx in enumerate(frame_indices(seg, name, spec, t, back).T):  # now, then each step back
                 images[history_member(s.member, j)] = [_image_member(seg, name, int(i), s, spec) for i in idx]
         else:
             end = min(end_ns, int(ts[-1]))

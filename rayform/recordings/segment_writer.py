@@ -18,6 +18,7 @@ from rayform import names
 from rayform.cache.store_view import CachedStore
 from rayform.codec import imagecodec, records
 from rayform.codec.clip import CODECS as VIDEO_CODECS
+from rayform.codec.clip import MAX_SIDE
 from rayform.errors import InvalidInput
 from rayform.frames import FRAMES
 from rayform.recordings.streams import (
@@ -34,7 +35,6 @@ from rayform.recordings.streams import (
 
 SEGMENT_FORMAT = "rayform.segment/1"
 IMAGE_CHUNK_BYTES = 16 << 20  # frames (and video packets) are stored in blobs of about this size
-MAX_SIDE = 16384
 
 
 def check_site(site: str) -> str:
