@@ -144,8 +144,12 @@ def sweep_scratch(parent: str | os.PathLike[str], older_than: float = STALE_TEMP
     except FileNotFoundError:
         return 0
     for entry in entries:
-        if entry.is_dir(follow_symlinks=False) and is_stale(entry.name, entry.stat(follow_symlinks=False).st_mtime,
-                                                             older_than=older_than):
+        try:  # another process may remove its own directory between the listing and this look
+            stale = entry.is_dir(follow_symlinks=False) and is_stale(
+                entry.name, entry.stat(follow_symlinks=False).st_mtime, older_than=older_than)
+        except FileNotFoundError:
+            continue
+        if stale:
             shutil.rmtree(entry.path, ignore_errors=True)
             n += 1
     return n
