@@ -102,9 +102,10 @@ def test_ctrl_c_stops_a_pack_at_any_point(tmp_path):
     slice_id = made.stdout.split()[-1]
     pack = ["pack", slice_id, "--fps", "30", "--codec", "jpeg", "--resize", "96x96", "--workers", "2", "--force",
             "--shard-size", "1MiB"]
-    started = time.monotonic()
-    assert _run(["-q", *pack], env).returncode == 0
-    whole = time.monotonic() - started
+    for _ in range(2):  # the second run is timed: the first compiles and caches what a fresh venv lacks
+        started = time.monotonic()
+        assert _run(["-q", *pack], env).returncode == 0
+        whole = time.monotonic() - started
     store, refs = tmp_path / "store", _files(tmp_path / "store" / "refs")
     stopped = 0
     for fraction in (0.15, 0.3, 0.45, 0.6, 0.75, 0.9):
@@ -136,17 +137,18 @@ def _episodes(folder: Path, n: int, frames: int) -> list[Path]:
 def test_ctrl_c_stops_an_ingest_at_any_point_and_leaves_the_store_as_it_was(tmp_path):
     env = _env(tmp_path)
     (tmp_path / "src").mkdir()
-    sources = [str(p) for p in _episodes(tmp_path / "src", 8, 300)]
+    sources = [str(p) for p in _episodes(tmp_path / "src", 12, 300)]
     assert _run(["-q", "demo", "--episodes", "1", "--seconds", "2"], env).returncode == 0  # a store with something in it
     before = _files(tmp_path / "store")
     ingest = ["ingest", "hdf5", *sources, "--site", "lab", "--fps", "50", "--slice", "lab", "--workers", "2"]
-    started = time.monotonic()
-    done = _run(["-q", *ingest], env)
-    assert done.returncode == 0, done.stderr
-    whole = time.monotonic() - started
-    for blob in set(_files(tmp_path / "store")) - set(before):  # start each try from the store before
-        (tmp_path / "store" / blob).unlink()
-    assert _files(tmp_path / "store") == before
+    for _ in range(2):  # the second run is timed: the first compiles and caches what a fresh venv lacks
+        started = time.monotonic()
+        done = _run(["-q", *ingest], env)
+        assert done.returncode == 0, done.stderr
+        whole = time.monotonic() - started
+        for blob in set(_files(tmp_path / "store")) - set(before):  # start each try from the store before
+            (tmp_path / "store" / blob).unlink()
+        assert _files(tmp_path / "store") == before
     stopped = 0
     for fraction in (0.2, 0.35, 0.5, 0.65, 0.8):
         code, err, took = _interrupt(ingest, env, whole * fraction)
