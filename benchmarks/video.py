@@ -85,12 +85,13 @@ def pack_psnr(slice_: rayform.Slice, key: str, frames: np.ndarray) -> float:
     frame (e mod episodes per copy) * EPISODE + k)."""
     per_copy = len(frames) // EPISODE
     ds = rayform.torch.EpisodeDataset(slice_, obs=["cam/rgb"], fps=FPS, pack=key)
-    got, want = [], []
+    got = np.empty((len(ds), *frames.shape[1:]), np.uint8)
+    want = np.empty(len(ds), np.int64)
     for i in range(len(ds)):
         x = ds[i]
-        got.append(x["cam/rgb"].numpy().transpose(1, 2, 0))
-        want.append(frames[(x["meta"]["episode_index"] % per_copy) * EPISODE + x["meta"]["frame_index"]])
-    return psnr(np.stack(got), np.stack(want))
+        got[i] = x["cam/rgb"].numpy().transpose(1, 2, 0)
+        want[i] = (x["meta"]["episode_index"] % per_copy) * EPISODE + x["meta"]["frame_index"]
+    return psnr(got, frames[want])
 
 
 def cache_bytes(directory: str) -> int:

@@ -111,8 +111,14 @@ def decoder_context(codec: str, extradata: bytes = b"", threads: int = 1) -> Any
 
 def psnr(a: np.ndarray, b: np.ndarray) -> float:
     """Peak signal-to-noise ratio of two uint8 images (or stacks of them), in dB."""
-    mse = float(np.mean((a.astype(np.float64) - b.astype(np.float64)) ** 2))
-    return float("inf") if mse == 0 else float(10 * np.log10(255.0**2 / mse))
+    if a.shape != b.shape:
+        raise ValueError(f"psnr of arrays of different shapes: {a.shape} and {b.shape}")
+    x, y = a.reshape(-1), b.reshape(-1)
+    squared = 0
+    for start in range(0, x.size, 1 << 22):  # in pieces: a float copy of a whole epoch's frames would not fit
+        d = x[start:start + (1 << 22)].astype(np.int64) - y[start:start + (1 << 22)]
+        squared += int(np.dot(d, d))
+    return float("inf") if squared == 0 else float(10 * np.log10(255.0**2 * x.size / squared))
 
 
 def load_av() -> Any:

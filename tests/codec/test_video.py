@@ -61,3 +61,15 @@ def test_a_frame_of_another_size_than_the_clip_says_is_refused():
     lying = dataclasses.replace(small, width=64, height=64)
     with pytest.raises(Malformed, match="decoded 32x32, the clip says 64x64"):
         PyAVDecoder().decode(lying, [0], None, "sample 1")
+
+
+def test_psnr_is_exact_on_stacks_larger_than_one_piece():
+    rng = np.random.default_rng(1)
+    a = rng.integers(0, 256, (40, 224, 224, 3), np.uint8)  # 6M values: more than one piece of the sum
+    b = np.clip(a.astype(np.int16) + rng.integers(-9, 10, a.shape), 0, 255).astype(np.uint8)
+    want = 10 * np.log10(255.0**2 / np.mean((a.astype(np.float64) - b) ** 2))
+    assert psnr(a, b) == pytest.approx(want, abs=1e-9)
+    assert psnr(np.zeros_like(a), np.full_like(a, 255)) == 0.0  # the largest error, summed without overflow
+    assert psnr(a, a) == float("inf")
+    with pytest.raises(ValueError, match="different shapes"):
+        psnr(a, b[:3])
