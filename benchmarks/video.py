@@ -16,7 +16,7 @@ pixels and their PSNR is measured against them. It is packed at 30 fps as JPEG q
 - ``EpisodeDataset``, shuffled: CPU per sample, time to the first batch, and the frames decoded
   per sample (measured in one process over a few batches).
 
-    python benchmarks/video.py [--workers 2] [--repeats 3] [--copies 4] [--codec h264]
+    python benchmarks/video.py [--workers 2] [--repeats 3] [--copies 4] [--codec h264] [--clip-frames 8]
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ from streaming import start_moto
 import rayform
 from rayform.codec.video import psnr
 from rayform.diagnostics.batch_mixing import mixing
+from rayform.pack.spec import CLIP_FRAMES
 from rayform.store.store import Store
 
 REAL = Path(__file__).resolve().parents[2] / "shared" / "data" / "real"
@@ -151,6 +152,8 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--copies", type=int, default=4, help="the real frames this many times over, as more episodes")
     ap.add_argument("--codec", default="h264", choices=["h264", "av1", "hevc"])
+    ap.add_argument("--clip-frames", type=int, default=CLIP_FRAMES,
+                    help="samples a clip (its keyframe interval): fewer, cheaper random access, more bytes")
     ap.add_argument("--store", help="a store to build in (default: a temporary one)")
     args = ap.parse_args()
 
@@ -165,8 +168,9 @@ def main() -> None:
         print("building the slice of real frames ...", file=sys.stderr, flush=True)
         slice_, frames = build_slice(client, args.copies)
         jpeg = client.pack(slice_, FPS, image_codec="jpeg", jpeg_quality=90, progress=False)
-        video = client.pack(slice_, FPS, image_codec=args.codec, progress=False)
-        packs = {"JPEG q90": jpeg, f"{args.codec} ({video.schema['cam/rgb'].video.crf})": video}
+        video = client.pack(slice_, FPS, image_codec=args.codec, clip_frames=args.clip_frames, progress=False)
+        packs = {"JPEG q90": jpeg, f"{args.codec} ({video.schema['cam/rgb'].video.crf}, clips "
+                 f"{args.clip_frames})": video}
 
         source = next(V30.glob("videos/**/*.mp4"))
         from rayform.converters.ingest import ingest
