@@ -23,6 +23,7 @@ from typing import Any
 
 from rayform.codec import records
 from rayform.errors import Malformed
+from rayform.untrusted import integer
 
 CODECS = ("h264", "av1", "hevc")
 MAX_SIDE = 16384
@@ -76,7 +77,7 @@ def read_clip(data: bytes | memoryview | dict[str, Any], what: str, codec: str |
         raise Malformed(f"{what}: codec {str(name)[:20]!r} is not one of {', '.join(CODECS)}")
     if codec is not None and name != codec:
         raise Malformed(f"{what}: its clip is {name} where the pack says {codec}")
-    width, height, frames = (_whole(doc, field, hi, what) for field, hi in
+    width, height, frames = (integer(doc, field, what, 1, hi) for field, hi in
                              (("width", MAX_SIDE), ("height", MAX_SIDE), ("frames", MAX_PACKETS)))
     if size is not None and (height, width) != tuple(size):
         raise Malformed(f"{what}: its frames claim {width}x{height}, the pack's schema {size[1]}x{size[0]}")
@@ -92,10 +93,3 @@ def read_clip(data: bytes | memoryview | dict[str, Any], what: str, codec: str |
     if not isinstance(extradata, bytes) or len(extradata) > MAX_EXTRADATA:
         raise Malformed(f"{what}: its codec extradata is not a short byte string")
     return Clip(name, width, height, frames, tuple(packets), tuple(keys), extradata, bool(doc.get("reorders")))
-
-
-def _whole(doc: dict[str, Any], field: str, hi: int, what: str) -> int:
-    value = doc.get(field)
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= hi:
-        raise Malformed(f"{what}: {field} {str(value)[:20]} is not in 1..{hi}")
-    return value

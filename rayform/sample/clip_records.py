@@ -18,7 +18,7 @@ from rayform.codec import records
 from rayform.errors import Malformed
 from rayform.pack.layout import CLIPS, META_KEYS
 from rayform.pack.manifest import Pack
-from rayform.untrusted import parsing
+from rayform.untrusted import integer, parsing
 
 _MAX_SAMPLES = 4096
 _INT64 = (-(1 << 63), 1 << 63)
@@ -35,17 +35,13 @@ class ClipRecord:
         rec = doc["record"]
         self.record, self.video = rec, doc["video"]
         spec = pack.spec
-        n = rec.get("samples")
-        if type(n) is not int or not 1 <= n <= _MAX_SAMPLES:
-            raise Malformed(f"{what}: its clip's sample count {str(n)[:20]} is not 1..{_MAX_SAMPLES}")
-        self.samples = n
-        t_ns, index, rows_from = rec.get("t_ns"), rec.get("index"), rec.get("rows_from")
+        n = self.samples = integer(rec, "samples", f"{what}, its clip", 1, _MAX_SAMPLES)
+        rows_from = integer(rec, "rows_from", f"{what}, its clip", _INT64[0], _INT64[1] - 1)
+        t_ns, index = rec.get("t_ns"), rec.get("index")
         for name, values in (("t_ns", t_ns), ("index", index)):
             if not isinstance(values, list) or len(values) != n or \
                     not all(type(v) is int and _INT64[0] <= v < _INT64[1] for v in values):
                 raise Malformed(f"{what}: its clip's {name} is not {n} 64-bit integers")
-        if type(rows_from) is not int or not _INT64[0] <= rows_from < _INT64[1]:
-            raise Malformed(f"{what}: its clip's rows_from is not an integer")
         assert isinstance(index, list) and isinstance(t_ns, list)
         self.t_ns, self.rows = t_ns, np.asarray(index, np.int64) - rows_from  # each sample's row
         if len(self.rows) and (self.rows.min() < spec.max_history):
