@@ -110,7 +110,7 @@ class VideoCodec:
         packets: list[Any] = []
         for i, image in enumerate(frames):
             frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(image), format="rgb24")
-            frame = convert.reformat(frame, format="yuv420p")
+            frame = convert.reformat(frame, format="yuv420p", threads=1)  # as codec.video.to_rgb: no pool
             frame.pts = int(round(i * 1000 / fps))
             packets += context.encode(frame)
         packets += context.encode(None)

@@ -15,7 +15,7 @@ from collections.abc import Callable
 import numpy as np
 
 from rayform.codec.clip import Clip
-from rayform.codec.video import decoder_context
+from rayform.codec.video import decoder_context, to_rgb
 from rayform.errors import Malformed
 from rayform.recordings.streams import StreamInfo
 
@@ -96,6 +96,9 @@ class _Cursor:
     def __init__(self, video: StoredVideo, start: int):
         self.video = video
         self.context = decoder_context(video.video.codec, video.video.extradata)
+        from av.video.reformatter import VideoReformatter
+
+        self.convert = VideoReformatter()
         self.next = start
         self.start = start
         self.done = False
@@ -130,7 +133,7 @@ class _Cursor:
                         raise Malformed(f"{v.what}: a frame came out of no packet of it")
                     t = int(v.packet_times[f.pts])
                     self.last = max(self.last, t)
-                    self.frames[t] = f.to_ndarray(format="rgb24")
+                    self.frames[t] = to_rgb(self.convert, f)
         except av.FFmpegError as e:
             raise Malformed(f"{v.what}: frame {index} does not decode ({type(e).__name__}: {e})") from None
         found = self.frames[target]

@@ -73,3 +73,30 @@ def test_psnr_is_exact_on_stacks_larger_than_one_piece():
     assert psnr(a, a) == float("inf")
     with pytest.raises(ValueError, match="different shapes"):
         psnr(a, b[:3])
+
+
+def test_a_decoder_used_before_a_fork_decodes_in_the_forked_process():
+    """A DataLoader forks its workers from a process that may have decoded already (a user's
+    look at ds[0]); FFmpeg's converter made before the fork would wait for ever in the child."""
+    import os
+    import time
+
+    clip = VideoCodec("h264").encode(FRAMES, 30)
+    decoder = PyAVDecoder()
+    want = decoder.decode(clip, [7], None, "clip")[7]
+    pid = os.fork()
+    if pid == 0:  # the child: exit 0 only with the same frame
+        try:
+            os._exit(0 if np.array_equal(decoder.decode(clip, [7], None, "clip")[7], want) else 1)
+        except BaseException:
+            os._exit(2)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            assert os.waitstatus_to_exitcode(status) == 0
+            return
+        time.sleep(0.05)
+    os.kill(pid, 9)
+    os.waitpid(pid, 0)
+    pytest.fail("the forked process never finished decoding")
