@@ -232,13 +232,20 @@ def command() -> NoReturn:
     code = main()
     # done: a Ctrl-C while the interpreter exits changes nothing (it would end it by SIGINT, -2)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if code == 130:
+        # Under ``python -m``, CPython ends the process by SIGINT (-2), not with our 130, once a
+        # KeyboardInterrupt has left a string exec or eval (dataclasses make their methods so,
+        # during an import), even one caught since. A string eval resets that mark.
+        eval("None")
     sys.exit(code)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         return _run(argv)
-    except KeyboardInterrupt:
+    except BaseException as e:
+        if not _from_ctrl_c(e):
+            raise
         # One line, exit 130, whatever was running: a pool of ours is stopped on its way out
         # (``rayform.jobs``). A second Ctrl-C while this exits changes nothing.
         signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -267,13 +274,26 @@ def _run(argv: Sequence[str] | None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
         return 0
     except Exception as e:
-        if args.debug:
+        if args.debug or _from_ctrl_c(e):
             raise
         _close_bars()
         text = str(e).split("\n", 1)[0][:300]
         print(f"rayform: error: {type(e).__name__}: {text}. Run again with --debug for the traceback",
               file=sys.stderr)
         return EXIT_CORRUPT
+
+
+def _from_ctrl_c(e: BaseException) -> bool:
+    """A KeyboardInterrupt, or an error Python made of one: a Ctrl-C landing in a class's
+    making becomes ``RuntimeError: Error calling __set_name__``, the interrupt its cause."""
+    seen: BaseException | None = e
+    for _ in range(8):
+        if seen is None:
+            return False
+        if isinstance(seen, KeyboardInterrupt):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def _close_bars() -> None:

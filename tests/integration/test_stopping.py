@@ -195,3 +195,31 @@ def test_a_killed_pack_leaves_no_process_and_a_rerun_sweeps_its_temporaries(tmp_
     assert rerun.returncode == 0, rerun.stderr
     assert not left.exists() and foreign.exists()
     assert not [p for p in (tmp_path / "tmp" / "rayform-pack").iterdir()]
+
+
+_LANDINGS = {
+    # a string exec, as dataclasses make their methods during an import: CPython marks the
+    # interrupt as unhandled and, under ``python -m``, ends the process by SIGINT (-2) at exit
+    "string exec": "exec('raise KeyboardInterrupt', {})",
+    # a class's making: Python 3.11 wraps it as RuntimeError('Error calling __set_name__ ...')
+    "__set_name__": "class D:\n"
+                    "        def __set_name__(self, owner, name):\n"
+                    "            raise KeyboardInterrupt\n"
+                    "    type('C', (), {'d': D()})",
+}
+
+
+@pytest.mark.parametrize("landing", list(_LANDINGS))
+def test_a_ctrl_c_landing_inside_pythons_own_machinery_still_exits_130(tmp_path, landing):
+    """Wherever a Ctrl-C lands, the command ends with one line and 130, under ``python -m``."""
+    (tmp_path / "interrupted_command.py").write_text(
+        "import rayform.cli.main as cli\n"
+        "def _run(argv):\n"
+        f"    {_LANDINGS[landing]}\n"
+        "cli._run = _run\n"
+        "cli.command()\n")
+    env = {**_env(tmp_path), "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])}
+    done = subprocess.run([sys.executable, "-m", "interrupted_command"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 130, done.stderr[-2000:]
+    assert done.stderr.strip().splitlines()[-1] == "rayform: interrupted"
