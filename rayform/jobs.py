@@ -17,6 +17,7 @@ Our own pool is made to stop, whatever stops the work (a failed job, Ctrl-C):
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import multiprocessing
 import os
@@ -60,7 +61,8 @@ class JobRunner:
         if self.pool is None:
             return (fn(job) for job in jobs)
         if self.given is None:
-            futures = [self.pool.submit(_run_job, fn, job) for job in jobs]
+            with _holding_sigint():  # the first submit starts the pool's workers
+                futures = [self.pool.submit(_run_job, fn, job) for job in jobs]
         else:
             futures = [self.pool.submit(fn, job) for job in jobs]
         self._futures += futures
@@ -115,6 +117,22 @@ def stop_pool(pool: ProcessPoolExecutor) -> None:
     finally:
         if previous is not None:
             signal.signal(signal.SIGINT, previous)
+
+
+@contextlib.contextmanager
+def _holding_sigint() -> Iterator[None]:
+    """A Ctrl-C held until the end of this (then raised as usual): one landing between a
+    worker's start and its pool recording it would leave a worker no stop reaches, and the
+    interpreter's exit waiting on it for ever. The workers, forked meanwhile, are born holding
+    it too, until they ignore it (``_worker_setup``)."""
+    if not hasattr(signal, "pthread_sigmask") or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
 def _ignore_sigint() -> Any:
@@ -189,6 +207,8 @@ def _worker_setup(parent: int) -> None:
     with its parent. Between jobs SIGTERM waits (blocked): the worker is then idle, or sending
     its last result, which a stop must not cut in half."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if hasattr(signal, "pthread_sigmask"):  # held by the parent as it forked this (``_holding_sigint``)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     signal.signal(signal.SIGTERM, _on_sigterm)
     _mask(signal.SIG_BLOCK)
     exit_with(parent)
