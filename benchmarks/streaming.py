@@ -33,6 +33,7 @@ import loader as bench
 
 import rayform
 from rayform.diagnostics.batch_mixing import mixing
+from rayform.ops.references import pack_data
 from rayform.store.store import Store
 
 
@@ -100,7 +101,7 @@ def main() -> None:
         print(f"uploading {len(pack.shards)} shards to {endpoint} ...", file=sys.stderr, flush=True)
         root = Path(local.store.root)
         needed = [f"refs/slices/{slice_.id}.json", f"refs/packs/{slice_.id}/{pack.key}.json"]
-        needed += [Store.blob_key(d) for d in [slice_.digest, pack.digest, *pack.blobs()]]
+        needed += [Store.blob_key(d) for d in [slice_.digest, pack.digest, *pack_data(pack)]]
         for key in needed:
             fs.put_file(str(root / key), f"bench/store/{key}")
 

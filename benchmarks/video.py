@@ -41,6 +41,7 @@ from streaming import start_moto
 import rayform
 from rayform.codec.video import psnr
 from rayform.diagnostics.batch_mixing import mixing
+from rayform.ops.references import pack_data
 from rayform.pack.spec import CLIP_FRAMES
 from rayform.store.store import Store
 
@@ -193,7 +194,7 @@ def main() -> None:
                          aws_secret_access_key="bench").create_bucket(Bucket="bench")
             fs = fsspec.filesystem("s3", **options)
             keys = [f"refs/slices/{slice_.id}.json"] + [f"refs/packs/{slice_.id}/{p.key}.json" for p in packs.values()]
-            keys += [Store.blob_key(d) for d in [slice_.digest, *(b for p in packs.values() for b in [p.digest, *p.blobs()])]]
+            keys += [Store.blob_key(d) for d in [slice_.digest, *(b for p in packs.values() for b in [p.digest, *pack_data(p)])]]
             for key in sorted(set(keys)):
                 path = Path(root) / key
                 if path.exists():

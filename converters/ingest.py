@@ -27,6 +27,7 @@ from rayform.recordings.segment_writer import SegmentRef
 from rayform.recordings.segments import Segments
 from rayform.recordings.slices import Slice, Slices
 from rayform.recordings.streams import Stream
+from rayform.store.freshness import NewBlob
 
 Episodes = Iterator[tuple[str, list[Stream], dict[str, Any]]]
 EPISODES_PER_TASK = 16  # a LeRobot dataset's episodes a task converts (fewer where that leaves workers idle)
@@ -95,7 +96,7 @@ class SourceResult:
     were not in the store before (taken back if the ingest fails)."""
 
     segments: list[SegmentRef]
-    written: list[str]
+    written: list[NewBlob]
 
 
 def convert_source(job: SourceJob) -> SourceResult:
@@ -124,16 +125,30 @@ def convert_source(job: SourceJob) -> SourceResult:
                                        allow_nonfinite=bool(job.options.get("allow_nonfinite")))
             finishing()  # what it wrote is now the parent's to take back, with the result
         except BaseException as e:
-            segments.discard(written)
-            if isinstance(e, RayformError):
-                if str(source) in str(e):
-                    raise
-                raise type(e)(f"{source}: {e}") from None
-            if isinstance(e, Exception) and not isinstance(e, MemoryError):
-                raise InvalidInput(f"{source}: cannot convert it as {job.fmt} ({type(e).__name__}: "
-                                   f"{str(e)[:200]})") from None
-            raise
+            raise _carrying(_as_ingest_error(e, source, job.fmt), written) from None
     return SourceResult(refs, list(written))
+
+
+def _as_ingest_error(e: BaseException, source: str, fmt: str) -> BaseException:
+    """The error a failed task reports: ours naming the source; a reader library's as InvalidInput."""
+    if isinstance(e, RayformError):
+        return e if str(source) in str(e) else type(e)(f"{source}: {e}")
+    if isinstance(e, Exception) and not isinstance(e, MemoryError):
+        return InvalidInput(f"{source}: cannot convert it as {fmt} ({type(e).__name__}: {str(e)[:200]})")
+    return e
+
+
+def _carrying(e: BaseException, written: list[NewBlob]) -> BaseException:
+    """``e`` with the blobs its task wrote and found (``e.written``: an exception's attributes
+    cross processes with it, a stopped job's too, ``jobs``): the ingest takes back what every
+    task wrote in one go, knowing every task's marks, so a blob one task wrote and another
+    freshened is not mistaken for another writer's."""
+    e.written = list(written)  # type: ignore[attr-defined]
+    return e
+
+
+def _written_by(failures: Sequence[BaseException]) -> list[NewBlob]:
+    return [b for e in failures for b in getattr(e, "written", ())]
 
 
 def ingest(
@@ -178,10 +193,12 @@ def ingest(
                 done.append(result)
                 bar.update()
     except BaseException as e:
-        # the pool is stopped: what its jobs still finished is taken back with the rest, and
-        # what a job stopped mid-write left (a temporary of a dead process) is swept
-        client.segments.discard([d for r in done + runner.finished() for d in r.written])
+        # the pool is stopped: what its jobs still finished, failed or were stopped in the middle
+        # of is taken back together, and what a job killed mid-write left (a temporary of a dead
+        # process) is swept
+        written = [d for r in done + runner.finished() for d in r.written] + _written_by([e, *runner.failed()])
         client.store.sweep_temporaries()
+        client.segments.discard(written)  # and the folders that leaves empty
         if isinstance(e, RayformError) and len(jobs) > 1:
             raise type(e)(f"{e}. Nothing of this ingest of {len(paths)} sources was stored") from None
         raise

@@ -8,9 +8,13 @@ is imported on first use too.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from rayform.interrupts import guard_the_command
 
+guard_the_command()  # first: a Ctrl-C while the ``rayform`` command imports is one line, not a traceback
+
+import importlib  # noqa: E402
+
+TYPE_CHECKING = False  # not typing's: importing typing takes longer than the rest of this file
 __version__ = "0.1.0"
 
 # public name -> the module that defines it
@@ -37,6 +41,8 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
+    from typing import Any
+
     from rayform.cache.directory import ShardCache
     from rayform.cache.store_view import CachedStore
     from rayform.client import Client

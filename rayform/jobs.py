@@ -27,12 +27,16 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, Future, ProcessPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from types import FrameType
 from typing import Any, TypeVar
+
+from rayform.interrupts import check_interrupt
 
 J = TypeVar("J")
 R = TypeVar("R")
 STOP_S = 5.0  # how long stopped workers get to unwind before they are killed
+POLL_S = 0.25  # how often a wait for a job's result looks for a Ctrl-C Python swallowed
 _EXIT_STOPPED = 143  # a job stopped by SIGTERM (128 + 15), as a shell reports it
 
 
@@ -59,7 +63,7 @@ class JobRunner:
         """The results of ``fn`` on each job, in job order; on a pool, every job is submitted
         before this returns."""
         if self.pool is None:
-            return (fn(job) for job in jobs)
+            return (fn(job) for job in jobs if not check_interrupt())
         if self.given is None:
             with _holding_sigint():  # the first submit starts the pool's workers
                 futures = [self.pool.submit(_run_job, fn, job) for job in jobs]
@@ -73,11 +77,16 @@ class JobRunner:
         what the jobs still did: their outputs are the caller's to take back)."""
         return [f.result() for f in self._futures if f.done() and not f.cancelled() and f.exception() is None]
 
+    def failed(self) -> list[BaseException]:
+        """What the jobs that failed or were stopped raised, in job order (a stopped job's
+        ``JobStopped`` carries the attributes the job gave what stopped it)."""
+        return [e for f in self._futures if f.done() and not f.cancelled() and (e := f.exception()) is not None]
+
     @staticmethod
     def _results(futures: list[Future[R]]) -> Iterator[R]:
         try:
             for f in futures:
-                yield f.result()
+                yield _result(f)
         finally:
             for f in futures:
                 f.cancel()
@@ -91,6 +100,20 @@ class JobRunner:
             return
         assert isinstance(pool, ProcessPoolExecutor)
         stop_pool(pool)
+
+
+def _result(future: Future[R]) -> R:
+    """A job's result, waited for in steps: a Ctrl-C whose KeyboardInterrupt Python swallowed
+    (raised inside a weakref callback of an import's lock, say, where exceptions are only
+    printed) still stops the work within ``POLL_S``."""
+    while True:
+        try:
+            result = future.result(timeout=POLL_S)
+        except FutureTimeout:
+            check_interrupt()
+            continue
+        check_interrupt()
+        return result
 
 
 def stop_pool(pool: ProcessPoolExecutor) -> None:
@@ -242,8 +265,10 @@ def _run_job(fn: Callable[[J], R], job: J) -> R:
         if _stopping:
             raise Stopped(_EXIT_STOPPED)
         return fn(job)
-    except Stopped:
-        raise JobStopped("stopped") from None
+    except Stopped as e:
+        stopped = JobStopped("stopped")
+        stopped.__dict__.update(vars(e))  # what the job attached on its way out (e.g. what to take back)
+        raise stopped from None
     finally:
         _mask(signal.SIG_BLOCK)
         _in_job = False

@@ -56,6 +56,7 @@ class S3Endpoint:
 
         self.requests: list[tuple[str, str]] = []
         self.ranges: list[tuple[str, str]] = []  # (path, Range header) of every ranged GET
+        self.copies: list[str] = []  # paths of every PUT that copies an object (no upload of its bytes)
         self._failing: dict[str, list[int]] = {}  # path part -> [GETs left to fail, status, resumed only]
         self._throttle: tuple[str, int, int] | None = None  # (path part, refused, of every so many GETs)
         self._throttled_gets = 0
@@ -69,6 +70,8 @@ class S3Endpoint:
                 self.requests.append((method, path))
                 if method == "GET" and environ.get("HTTP_RANGE"):
                     self.ranges.append((path, environ["HTTP_RANGE"]))
+                if method == "PUT" and environ.get("HTTP_X_AMZ_COPY_SOURCE"):
+                    self.copies.append(path)
                 resumed = environ.get("HTTP_RANGE", "bytes=0-")[len("bytes="):].split("-")[0] not in ("", "0")
                 failing = next((f for part, f in self._failing.items()
                                 if part in path and f[0] > 0 and (resumed or not f[2])), None)
@@ -107,6 +110,7 @@ class S3Endpoint:
         with self._lock:
             self.requests.clear()
             self.ranges.clear()
+            self.copies.clear()
 
     def fail_gets(self, path_part: str, times: int, status: int = 503, resumed_only: bool = False) -> None:
         """The next ``times`` GETs of a path containing ``path_part`` (with ``resumed_only``:
@@ -205,6 +209,21 @@ def moving_texture(frames: int, size: int = 64, seed: int = 0) -> np.ndarray:
         y, x = (k * 2) % (big - size), (k * 3 // 2) % (big - size)
         out[k] = texture[y:y + size, x:x + size]
     return out
+
+
+def recorded_video(frames: int = 12, lead: int = 0, size: int = 64, name: str = "cam/rgb",
+                   seed: int = 0) -> tuple[rayform.VideoStream, list[np.ndarray]]:
+    """A camera's H.264 (a keyframe every 4 frames) as a recorder keeps it, and its frames as
+    decoded; the first ``lead`` frames are a lead-in before the segment's first."""
+    from rayform.codec.video import PyAVDecoder
+    from rayform.codec.video_encoder import VideoCodec
+
+    clip = VideoCodec("h264", clip_frames=4).encode(moving_texture(frames, size, seed), 30)
+    decoded = PyAVDecoder().decode(clip, range(frames), None, "source")
+    times = np.arange(frames, dtype=np.int64) * (1_000_000_000 // 30)
+    stream = rayform.VideoStream(name, times[lead:], list(clip.packets), times,
+                                 np.isin(np.arange(frames), clip.keys), "h264", size, size, clip.extradata)
+    return stream, [decoded[i] for i in range(lead, frames)]
 
 
 def add_video_slice(client: rayform.Client, episodes: int = 3, frames: int = 48, size: int = 64, name: str = "video",

@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # client and diagnostics) do not import each other: reading never imports writing.
 LAYERS: list[list[str]] = [
     ["rayform.errors"],
-    ["rayform.sizes"],
+    ["rayform.sizes", "rayform.interrupts"],
     ["rayform.config", "rayform.names", "rayform.untrusted", "rayform.frames", "rayform.permutation", "rayform.jobs"],
     ["rayform.codec"],
     ["rayform.store"],

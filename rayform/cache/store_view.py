@@ -34,6 +34,7 @@ from rayform.cache.fetching import FetchRequest
 from rayform.cache.marks import read_known_good, verify_once
 from rayform.errors import BlobNotFound, IntegrityError, InvalidInput, OfflineError
 from rayform.store.content import canonical_json
+from rayform.store.freshness import NewBlob
 from rayform.store.retry import Retry
 from rayform.store.store import Store, StoredBlob
 from rayform.untrusted import json_document
@@ -152,16 +153,29 @@ class CachedStore:
         self._reach_to_write(f"ref {key}")
         self.backend.put_ref(key, obj)
 
-    def recording_new_blobs(self) -> contextlib.AbstractContextManager[list[str]]:
-        """While held, the digests of the blobs written through this view that were not in the
-        store before (``Store.recording_new_blobs``)."""
+    def recording_new_blobs(self) -> contextlib.AbstractContextManager[list[NewBlob]]:
+        """While held, the blobs written through this view that were not in the store before
+        (``Store.recording_new_blobs``)."""
         return self.backend.recording_new_blobs()
 
+    def take_back(self, blobs: Iterable[NewBlob]) -> int:
+        """A failed writer's new blobs deleted, but those another writer freshened since
+        (``Store.take_back``)."""
+        self._reach_to_write("taking back blobs")
+        return self.backend.take_back(blobs)
+
+    def collect_blob(self, digest: str, cutoff: float) -> bool:
+        """``rayform gc``: an unreachable blob deleted unless written or freshened after ``cutoff``."""
+        self._reach_to_write(f"blob {digest[:16]}")
+        return self.backend.collect_blob(digest, cutoff)
+
     def delete_blob(self, digest: str) -> None:
-        """Remove a blob from the store (``rayform gc``, or a failed writer taking back the
-        blobs it wrote: a blob is otherwise never deleted)."""
+        """Remove a blob nothing else can name (a pack's scratch run: ``Store.delete_blob``)."""
         self._reach_to_write(f"blob {digest[:16]}")
         self.backend.delete_blob(digest)
+
+    def remove_empty_folders(self) -> None:
+        self.backend.remove_empty_folders()
 
     # -- blobs -------------------------------------------------------------------------
     def has_blob(self, digest: str) -> bool:

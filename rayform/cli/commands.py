@@ -11,7 +11,7 @@ from rayform.cli.show import stream_kind
 from rayform.cli.words import dtype_in_words, plural
 from rayform.client import Client
 from rayform.errors import InvalidInput, NotFound, PackNotFound, StoreError
-from rayform.ops.verify import pack_blobs, slice_blobs
+from rayform.ops.references import pack_closure, slice_closure
 from rayform.ops.verify import verify as verify_blobs
 from rayform.pack import Pack, PackSpec
 from rayform.recordings.slices import Slice
@@ -220,10 +220,8 @@ def stats(args: argparse.Namespace) -> int:
 def verify(args: argparse.Namespace) -> int:
     client = _client(args)
     s = client.slices.get(args.slice)
-    blobs = list(slice_blobs(s))
     packs = chosen_packs(client, s, args.fps, args.pack, "verify")
-    for p in packs:
-        blobs.extend(pack_blobs(p))
+    blobs = [*slice_closure(s), *(r for p in packs for r in pack_closure(p))]
     report = verify_blobs(client.store, blobs, progress=not args.quiet)
     for problem in report.problems:
         print(f"BAD  {problem}")

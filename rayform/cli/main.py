@@ -13,10 +13,11 @@ import logging
 import os
 import signal
 import sys
+import threading
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from rayform import __version__
+from rayform import __version__, interrupts
 from rayform.cli.profiles import apply as apply_profile
 from rayform.errors import OfflineError, RayformError
 
@@ -241,6 +242,10 @@ def command() -> NoReturn:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # Ctrl-C raises KeyboardInterrupt from here on, remembered so that one Python swallows stops
+    # the work all the same; before, the guard ``rayform/__init__`` set answered it alone (``interrupts``)
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, interrupts.on_ctrl_c) if main_thread else None
     try:
         return _run(argv)
     except BaseException as e:
@@ -248,10 +253,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         # One line, exit 130, whatever was running: a pool of ours is stopped on its way out
         # (``rayform.jobs``). A second Ctrl-C while this exits changes nothing.
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        if main_thread:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+        interrupts.answered_interrupt()
         _close_bars()
         print("rayform: interrupted", file=sys.stderr)
         return 130
+    finally:
+        if previous is not None and signal.getsignal(signal.SIGINT) is interrupts.on_ctrl_c:
+            signal.signal(signal.SIGINT, previous)
 
 
 def _run(argv: Sequence[str] | None) -> int:

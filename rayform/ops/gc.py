@@ -1,9 +1,7 @@
 """``rayform gc``: delete the blobs of a store that no ref reaches.
 
-A blob is reachable when a ref names it, directly or through the manifests it names: a
-slice ref, its manifest, each segment version in it and that version's data; a segment ref,
-every version it lists (old versions stay readable) and their data; a pack ref, its
-manifest, shards, index and chunk digests. Everything else is garbage once it is older than
+A blob is reachable when a ref names it, directly or through the manifests it names, as
+``ops.references`` walks them (the one answer: push, pull and verify use it too). Everything else is garbage once it is older than
 the grace period (an hour by default): an ingest or a pack running now writes its blobs
 before the ref that reaches them, so a young unreachable blob is work in progress, never
 garbage. A blob whose age the store does not report is kept.
@@ -12,7 +10,9 @@ What a manifest reaches can only be known by reading it, so a ref or manifest th
 be read or is not rayform's stops the collection with an error naming it: gc never deletes
 on a guess. The refs are walked twice, before listing the blobs and again right before
 deleting, so a ref written meanwhile (a slice over segments that were unreachable) saves
-what it names.
+what it names; and a writer that finds a blob it needs (a dedupe hit) freshens it, which
+keeps it from this gc whatever the walks saw (``store.freshness``: race-free on a local
+store; on S3 but for the one request between gc's last look and its delete).
 """
 
 from __future__ import annotations
@@ -21,9 +21,8 @@ import time
 from dataclasses import dataclass, field
 
 from rayform.client import Client
-from rayform.errors import NotFound, RayformError, StoreError
-from rayform.ops.verify import pack_blobs, slice_blobs
-from rayform.recordings.segments import Segments
+from rayform.errors import RayformError, StoreError
+from rayform.ops.references import store_closure
 from rayform.store.store import StoredBlob
 
 GRACE_S = 3600.0
@@ -42,25 +41,12 @@ class GcReport:
 
 
 def reachable(client: Client) -> set[str]:
-    """Every blob some ref of the store reaches (see the module's docstring)."""
-    found: set[str] = set()
+    """Every blob some ref of the store reaches (``ops.references.store_closure``)."""
     try:
-        for slice_ in client.slices.list():
-            found.update(blob for blob, _ in slice_blobs(slice_, strict=True))
-            for pack in client.packs.list(slice_):
-                found.update(blob for blob, _ in pack_blobs(pack))
-        segments = Segments(client.store)
-        for ref in segments.list():
-            for version in segments.versions(ref.id):
-                found.add(version)
-                try:
-                    found.update(segments.get(ref.id, version).blobs())
-                except NotFound:
-                    continue  # a version whose manifest is gone reaches nothing more
+        return {r.blob for r in store_closure(client.store)}
     except RayformError as e:
         raise StoreError(f"gc: cannot tell what the store reaches ({e}). Nothing was deleted; "
                          "repair or remove that ref first (rayform verify names bad blobs)") from None
-    return found
 
 
 def collect(client: Client, *, delete: bool = False, grace_s: float = GRACE_S, now: float | None = None) -> GcReport:
@@ -82,8 +68,11 @@ def collect(client: Client, *, delete: bool = False, grace_s: float = GRACE_S, n
         saved = [b for b in report.garbage if b.digest in again]
         report.reachable += len(saved)
         report.garbage = [b for b in report.garbage if b.digest not in again]
-        for blob in report.garbage:
-            client.store.delete_blob(blob.digest)
+        # each deleted unless freshened since the cut-off: a writer that found it meanwhile keeps it
+        deleted = [b for b in report.garbage if client.store.collect_blob(b.digest, now - grace_s)]
+        report.young += len(report.garbage) - len(deleted)
+        report.garbage = deleted
         client.store.sweep_temporaries()
+        client.store.remove_empty_folders()
     report.deleted = delete
     return report

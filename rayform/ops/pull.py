@@ -12,6 +12,7 @@ from rayform import names
 from rayform.cache.directory import ShardCache
 from rayform.client import Client
 from rayform.errors import Malformed, OfflineError, PackNotFound
+from rayform.ops.references import pack_closure, pack_data
 from rayform.pack import Pack
 from rayform.untrusted import json_document
 
@@ -62,7 +63,7 @@ def _pull(client: Client, slice_id: str, fps: float | None, progress: bool, key:
         store.get_blob(seg.version)  # segment manifests: small, and `slices show` wants them
     for sid, site in dict.fromkeys((seg.id, seg.site) for seg in slice_.segments):
         client.segments.versions(sid, site)  # their refs: offline, `segments ls` lists what the cache holds
-    blobs = list(dict.fromkeys(d for p in packs for d in p.blobs()))
+    blobs = list(dict.fromkeys(d for p in packs for d in pack_data(p)))
     sizes = {s.sha256: s.bytes for p in packs for s in p.shards}
     todo = [d for d in blobs if not cache.has(d)]
     total = sum(sizes.get(d, 0) for d in todo)
@@ -105,7 +106,7 @@ def cached_blobs_of(cache: ShardCache, slice_id: str) -> set[str]:
     found: set[str] = set()
     for store_id in cache.store_ids():
         for _, pack in _cached_packs(cache, store_id, slice_id):
-            found |= {d for d in [pack.digest, *pack.blobs()] if cache.has(d)}
+            found |= {r.blob for r in pack_closure(pack) if cache.has(r.blob)}
     return found
 
 
@@ -125,7 +126,7 @@ def cache_summary(cache: ShardCache) -> list[dict[str, Any]]:
             sid = key.rsplit("/", 1)[-1].removesuffix(".json")
             packs = []
             for pkey, pack in _cached_packs(cache, store_id, sid):
-                blobs = pack.blobs()
+                blobs = pack_data(pack)
                 packs.append({"key": pkey.rsplit("/", 1)[-1].removesuffix(".json"), "fps": pack.fps,
                               "have": sum(cache.has(d) for d in blobs), "of": len(blobs)})
             slices.append({"id": sid, "packs": packs})

@@ -1,10 +1,10 @@
 """``rayform push``: a slice's closure copied to another store, e.g. a local store to S3.
 
-The closure is everything training on the slice reads: the slice's manifest, each segment
-version's manifest and data, and its packs (manifests, shards, indexes, chunk digests),
-then the refs that name them: segment refs (the pushed versions merged into the
-destination's, in the source's order), pack refs and the slice ref, written last so the
-destination never has a ref to a blob it lacks. Ids stay the same: they are content.
+The closure is everything training on the slice reads, as ``ops.references`` walks it:
+the slice's manifest, each segment version's manifest and data, and its packs; then the
+refs that name them: segment refs (the pushed versions merged into the destination's, in
+the source's order), pack refs and the slice ref, written last so the destination never has
+a ref to a blob it lacks. Ids stay the same: they are content.
 
 Every blob is verified against its name as it is read from the source, before a byte of it
 is written; a blob the destination already has is skipped (blobs are immutable and written
@@ -14,7 +14,6 @@ what arrived is skipped.
 
 from __future__ import annotations
 
-import itertools
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -22,7 +21,7 @@ from tqdm.auto import tqdm
 
 from rayform.client import Client
 from rayform.errors import BlobNotFound, IntegrityError, InvalidInput, NotFound, PackNotFound
-from rayform.ops.verify import pack_blobs, slice_blobs
+from rayform.ops.references import pack_closure, slice_closure, unique
 from rayform.pack import Pack
 from rayform.recordings.segment_writer import SegmentRef
 from rayform.recordings.slices import Slice
@@ -54,9 +53,7 @@ def push(source: Client, slice_id: str, dest: Client, fps: float | None = None, 
         raise PackNotFound(f"{slice_.id}: no pack at {fps:g} fps to push. Its packs: "
                            f"{', '.join(p.key for p in source.packs.list(slice_)) or 'none'}")
     report = PushReport(slice_.id, dest.store.display, packs)
-    blobs: dict[str, str] = {}
-    for blob, what in itertools.chain(slice_blobs(slice_, strict=True), *(pack_blobs(p) for p in packs)):
-        blobs.setdefault(blob, what)
+    blobs = unique([*slice_closure(slice_, strict=True), *(r for p in packs for r in pack_closure(p))])
     bar = tqdm(total=len(blobs), unit="blob", desc=f"push {slice_.id}", disable=not progress, leave=False)
     with ThreadPoolExecutor(max(1, threads)) as pool:
         for written in pool.map(lambda item: _copy(source, dest, item[0], item[1], slice_.id), blobs.items()):

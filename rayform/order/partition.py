@@ -3,20 +3,20 @@ batch, the number of partitions, the seed and the epoch, never of the world size
 number of DataLoader workers. No I/O.
 
 An epoch is ``K`` global batches of ``G`` samples (``G`` = per-rank batch × world size;
-``K`` = ⌈N/G⌉ with ``equalize="pad"``, ⌊N/G⌋ with ``"drop"``), over the positions
-``0 … K·G−1`` of the epoch's order of samples (``read.epoch``; positions past its end wrap
-round to its start, so padding repeats its first samples and pads fewer than ``G``). The
-padding positions are the last of the last partitions, and windows leave them there: they
-fall in the last global batch (with several partitions, in the last slots of the last
-partitions, so in the last ⌈pads/b⌉ global batches of those, ``b`` a partition's share).
+``K`` = ⌈N/G⌉ with ``equalize="pad"``, ⌊N/G⌋ with ``"drop"``). With ``"pad"`` the last
+``D = K·G − N`` slots of the last global batch (fewer than ``G``) are padding, and nothing
+else is: each repeats one of the epoch's first samples (positions ``N … N+D−1`` of the
+epoch's order, ``read.epoch``, which wrap round to its start). With ``"drop"`` the last
+``N − K·G`` positions of the epoch's order (another few each epoch) are left out.
 
-The positions are cut into ``P`` canonical partitions. Partition ``c`` gives
-``b_c = ⌊(c+1)G/P⌋ − ⌊cG/P⌋`` samples to every global batch and owns the consecutive
-positions ``[K·⌊cG/P⌋, K·⌊(c+1)G/P⌋)``: a stretch of the epoch order, so of a few shards.
-Inside a partition, consecutive windows of ``window`` positions are each permuted (seeded
-by seed, epoch, partition and window), after a ramp of windows of ``b_c``, ``2b_c``, ``4b_c``
-… positions, so that the first global batches read the first samples of the epoch's first
-shards (a stream starts once those have arrived).
+The slots of a global batch are cut into ``P`` canonical partitions: partition ``c`` gives
+``b_c = ⌊(c+1)G/P⌋ − ⌊cG/P⌋`` samples to every global batch, ``K·b_c`` in the epoch, of
+which its share of the last batch's padding, ``d_c``, are its last. Its ``K·b_c − d_c``
+samples are a consecutive stretch of the epoch order (after the stretches of the partitions
+before it), so of a few shards. Inside a partition, consecutive windows of ``window``
+positions are each permuted (seeded by seed, epoch, partition and window), after a ramp of
+windows of ``b_c``, ``2b_c``, ``4b_c`` … positions, so that the first global batches read the
+first samples of the epoch's first shards (a stream starts once those have arrived).
 
 Global batch ``k`` is, partition after partition, each partition's items
 ``[k·b_c, (k+1)·b_c)``. Rank ``r`` of ``R`` takes its ``G/R`` consecutive slots of it, so
@@ -39,10 +39,12 @@ from rayform.permutation import Permutation
 EQUALIZE = ("pad", "drop")
 _WINDOW_SALT = 0x57 << 56
 # The version of the epoch order EpochPlan makes (windows ramping up since 2; padding kept at
-# the end of its partition since 3, where 2 shuffled it into the last window): a saved state
-# says the one it was saved under, so a reader that makes another order can tell. Orders 2 and
-# 3 are the same where an epoch has no padding.
-ORDER = 3
+# the end of its partition since 3, where 2 shuffled it into the last window; padding in the
+# last global batch only since 4, where 3 put it all in the last partitions, spilling into the
+# batches before): a saved state says the one it was saved under, so a reader that makes another
+# order can tell. Orders 2, 3 and 4 are the same where an epoch has no padding, and 3 and 4
+# where it has one partition.
+ORDER = 4
 _CACHED_WINDOWS = 1024
 
 
@@ -84,6 +86,12 @@ class EpochPlan:
         self.steps = steps(self.total, self.global_batch, equalize)
         # slots [bounds[c], bounds[c+1]) of every global batch belong to partition c
         self.bounds = np.arange(self.partitions + 1, dtype=np.int64) * self.global_batch // self.partitions
+        # the padding: the last `padded` slots of the last global batch, pads[c] of them partition c's
+        first_pad = self.global_batch - self.padded
+        self.pads = np.clip(self.bounds[1:] - np.maximum(self.bounds[:-1], first_pad), 0, None)
+        self.real = self.steps * np.diff(self.bounds) - self.pads  # each partition's samples
+        self.starts = np.concatenate([[0], np.cumsum(self.real)[:-1]])  # where its stretch of the epoch order starts
+        self.pad_starts = self.total + np.concatenate([[0], np.cumsum(self.pads)[:-1]])
         self._perms: dict[tuple[int, ...], Permutation | LanePermutation] = {}
 
     def __len__(self) -> int:
@@ -102,16 +110,16 @@ class EpochPlan:
         within = (k[:, None] * width[None, :] + (slots - self.bounds[part])[None, :]).ravel()
         part = np.broadcast_to(part, (len(k), len(slots))).ravel()
         width = np.broadcast_to(width, (len(k), len(slots))).ravel()
-        # positions past the epoch's samples are padding: they stay last in their partition
-        real = np.clip(self.total - self.steps * self.bounds[part], 0, self.steps * width)
+        # a partition's last positions are its padding: they stay there, in the last global batch
+        real = self.real[part]
         shuffled: np.ndarray = self._shuffled(part, within, real, width)
-        return np.asarray(self.steps * self.bounds[part] + shuffled)
+        return np.asarray(np.where(shuffled < real, self.starts[part] + shuffled, self.pad_starts[part] + shuffled - real))
 
     @property
     def padded(self) -> int:
-        """Positions of the epoch past its samples (``equalize="pad"``): each repeats one of the
-        epoch's first samples, in the last global batch(es) of the partitions they fall in."""
-        return self.steps * self.global_batch - self.total if self.steps * self.global_batch > self.total else 0
+        """Slots of the epoch's last global batch that are padding (``equalize="pad"``): each
+        repeats one of the epoch's first samples."""
+        return max(0, self.steps * self.global_batch - self.total)
 
     def _shuffled(self, part: np.ndarray, within: np.ndarray, real: np.ndarray, width: np.ndarray) -> np.ndarray:
         """Each position inside its partition, permuted within its window (at random, or in
@@ -127,10 +135,11 @@ class EpochPlan:
             mine = np.flatnonzero(inverse == j)
             first = int(start[mine[0]])
             n = min(int(size[mine[0]]), int(real[mine[0]]) - first)  # the window's samples, padding left out
-            if n <= 1:
+            b = int(width[mine[0]])
+            mine = mine[within[mine] < first + n]  # none, where only the window's padding is asked
+            if n <= 1 or not len(mine):
                 continue
-            mine = mine[within[mine] < first + n]
-            out[mine] = first + self._perm(c, w, n, int(width[mine[0]]))(within[mine] - first)
+            out[mine] = first + self._perm(c, w, n, b)(within[mine] - first)
         return out
 
     def _windows(self, within: np.ndarray, width: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import builtins
 import dataclasses
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from rayform import names
 from rayform.cache.store_view import CachedStore
@@ -15,6 +15,15 @@ from rayform.pack.manifest import Pack
 from rayform.pack.spec import PackSpec
 from rayform.recordings.slices import Slice
 from rayform.untrusted import mapping
+
+
+class PackRef(NamedTuple):
+    """A pack ref as listed: its slice, its key, the manifest it names and when it was made."""
+
+    slice_id: str
+    key: str
+    manifest: str
+    made: str
 
 
 class Packs:
@@ -30,9 +39,19 @@ class Packs:
         predates that), by key."""
         sid = names.slice_id(slice_ if isinstance(slice_, str) else slice_.id, trusted=True)
         out = []
-        for key in self.store.list_refs(f"refs/packs/{sid}"):
+        for ref in self.refs(sid):
+            out.append((ref.made, self.read(ref)))
+        return out
+
+    def refs(self, slice_id: str | None = None) -> builtins.list[PackRef]:
+        """The pack refs of one slice (None: of every slice, even one whose own ref is gone),
+        their manifests not read (``ops.references`` walks a store that may hold a bad one)."""
+        prefix = "refs/packs" if slice_id is None else f"refs/packs/{names.slice_id(slice_id, trusted=True)}"
+        out = []
+        for key in self.store.list_refs(prefix):
             parts = key.split("/")
-            if len(parts) != 4 or not names.PACK_KEY.fullmatch(parts[3].removesuffix(".json")):
+            if len(parts) != 4 or not names.PACK_KEY.fullmatch(parts[3].removesuffix(".json")) \
+                    or not names.SLICE_ID.fullmatch(parts[2]):
                 continue
             what = f"ref {key} in {self.store.display}"
 
@@ -43,13 +62,18 @@ class Packs:
                 return names.digest(ref.get("manifest"), f"{what}: manifest"), made
 
             digest, made = self.store.get_ref(key, parse=read_ref)
-            pack = Pack(digest, self.store.get_json_blob(digest, f"pack manifest of {sid}"))
-            if pack.slice_id != sid:
-                raise Malformed(f"{what}: names a pack of {pack.slice_id}, not of {sid}")
-            if pack.key != parts[3].removesuffix(".json"):
-                raise Malformed(f"{what}: names the pack {pack.key}, which does not live there")
-            out.append((made, pack))
+            out.append(PackRef(parts[2], parts[3].removesuffix(".json"), digest, made))
         return out
+
+    def read(self, ref: PackRef) -> Pack:
+        """The pack a ref names, checked to be the one that lives there."""
+        pack = Pack(ref.manifest, self.store.get_json_blob(ref.manifest, f"pack manifest of {ref.slice_id}"))
+        what = f"ref refs/packs/{ref.slice_id}/{ref.key}.json in {self.store.display}"
+        if pack.slice_id != ref.slice_id:
+            raise Malformed(f"{what}: names a pack of {pack.slice_id}, not of {ref.slice_id}")
+        if pack.key != ref.key:
+            raise Malformed(f"{what}: names the pack {pack.key}, which does not live there")
+        return pack
 
     def get(self, slice_: Slice | str, spec: PackSpec) -> Pack:
         """The pack made with exactly ``spec`` (streams resolved as packing resolves them)."""

@@ -193,6 +193,3 @@ class Pack:
     @property
     def chunk_count(self) -> int:
         return int(self.chunk_starts[-1])
-
-    def blobs(self) -> list[str]:
-        return [s.sha256 for s in self.shards] + [self.index_blob] + ([self.chunk_blob] if self.chunk_blob else [])

@@ -74,13 +74,7 @@ class Segment:
 
     def blobs(self) -> list[str]:
         """Every blob this version names (not counting its manifest)."""
-        out = []
-        for s in self.streams.values():
-            out.append(s.timestamps)
-            out.extend(d for d, _ in s.data)
-            if s.sizes:
-                out.append(s.sizes)
-        return out
+        return [blob for info in self.streams.values() for blob, _ in info.blobs()]
 
     def timestamps(self, name: str) -> np.ndarray:
         info = self.stream(name)

@@ -19,6 +19,7 @@ from rayform.errors import Malformed, NotFound, RayformError, SegmentNotFound
 from rayform.recordings.segment_reader import Segment
 from rayform.recordings.segment_writer import SEGMENT_FORMAT, SegmentRef, SegmentWriter, check_site
 from rayform.recordings.streams import Stream
+from rayform.store.freshness import NewBlob
 from rayform.untrusted import array_list, mapping, string
 
 __all__ = ["Segment", "SegmentRef", "Segments"]
@@ -72,13 +73,13 @@ class Segments:
         for ref in refs:
             self._record_version(ref.id, ref.site, ref.name, ref.version)
 
-    def discard(self, blobs: Sequence[str]) -> None:
-        """Take back blobs a failed write stored (new ones, that nothing names yet)."""
-        for digest in dict.fromkeys(blobs):
-            try:
-                self.store.delete_blob(digest)
-            except RayformError as e:  # left to `rayform gc`, which finds it unreachable
-                log.warning("rayform: could not remove blob %s of a failed write: %s", digest[:16], e)
+    def discard(self, blobs: Sequence[NewBlob]) -> None:
+        """Take back blobs a failed write stored (new ones, that nothing visible names yet; one
+        another writer has freshened since is its now, and stays: ``store.freshness``)."""
+        try:
+            self.store.take_back(blobs)
+        except RayformError as e:  # left to `rayform gc`, which finds them unreachable
+            log.warning("rayform: could not take back the %d blobs of a failed write: %s", len(blobs), e)
 
     def get(self, segment_id: str, version: str | None = None) -> Segment:
         """A segment version (the latest when ``version`` is None)."""

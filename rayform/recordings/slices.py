@@ -225,13 +225,19 @@ class Slices:
 
     def _listed(self) -> Iterator[tuple[str, Slice]]:
         """Each slice with when its ref was written (ISO 8601; "" where the ref predates that)."""
+        for sid, digest, created in self.refs():
+            manifest = self.store.get_json_blob(digest, f"slice manifest of {sid}")
+            yield created, Slice(self.store, sid, digest, manifest)
+
+    def refs(self) -> Iterator[tuple[str, str, str]]:
+        """``(slice id, manifest digest, when its ref was written)`` of every slice ref, the
+        manifests not read (``ops.references`` walks a store that may hold a bad one)."""
         for key in self.store.list_refs("refs/slices"):
             sid = key.rsplit("/", 1)[-1][: -len(".json")]
             if key.count("/") == 2 and names.SLICE_ID.fullmatch(sid):
                 what = f"ref of {sid} in {self.store.display}"
                 ref = self.store.get_ref(key, parse=functools.partial(_checked_ref, slice_id=sid, what=what))
-                manifest = self.store.get_json_blob(ref["manifest"], f"slice manifest of {sid}")
-                yield ref["created"], Slice(self.store, sid, ref["manifest"], manifest)
+                yield sid, ref["manifest"], ref["created"]
 
     # -- internals ---------------------------------------------------------------------
     def _resolve(self, sel: SegmentSelector) -> SliceSegment:

@@ -17,7 +17,7 @@ Timestamps are int64 nanoseconds, non-decreasing.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -156,6 +156,18 @@ class StreamInfo:
     @property
     def is_video(self) -> bool:
         return self.encoding == "video"
+
+    def blobs(self) -> Iterator[tuple[str, str]]:
+        """``(blob, role)`` for every blob this stream names: the one place that says which
+        fields of a stream entry are blobs (``ops.references`` walks stores through it; a
+        test stores every kind of stream and checks that what was written is what this names)."""
+        yield self.timestamps, "timestamps"
+        for i, (blob, _) in enumerate(self.data):
+            yield blob, "data" if len(self.data) == 1 else f"data {i}"
+        if self.sizes is not None:
+            yield self.sizes, "frame sizes"
+        if self.video is not None:
+            yield self.video.index, "packet index"
 
     def to_manifest(self) -> dict[str, Any]:
         out = {

@@ -19,24 +19,26 @@ import shutil
 import socket
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import BinaryIO
 
 from rayform.jobs import alive
 from rayform.store.content import CHUNK
 
 STALE_TEMP_SECONDS = 3600
+OnMark = Callable[[int], None]
 TEMP_PREFIX = ".tmp-"
 _TEMP = re.compile(r"\.tmp-([A-Za-z0-9\-]{1,32})-(\d{1,10})-[A-Za-z0-9_]{4,16}")
 
 
-def _host() -> str:
+def host_name() -> str:
+    """This host's name as temporaries carry it."""
     return re.sub(r"[^A-Za-z0-9\-]", "-", socket.gethostname())[:32] or "host"
 
 
 def temp_prefix() -> str:
     """The prefix of this process's temporaries: ``.tmp-<host>-<pid>-``."""
-    return f"{TEMP_PREFIX}{_host()}-{os.getpid()}-"
+    return f"{TEMP_PREFIX}{host_name()}-{os.getpid()}-"
 
 
 def unlink_if_present(path: str | os.PathLike[str]) -> None:
@@ -47,51 +49,68 @@ def unlink_if_present(path: str | os.PathLike[str]) -> None:
 
 
 def open_temporary(directory: str | os.PathLike[str]) -> tuple[int, str]:
-    """``(fd, path)`` of a new temporary file in ``directory`` (made if absent)."""
-    os.makedirs(directory, exist_ok=True)
-    return tempfile.mkstemp(dir=directory, prefix=temp_prefix())
+    """``(fd, path)`` of a new temporary file in ``directory`` (made if absent, and made again
+    where another process removed it as empty meanwhile: ``Store.remove_empty_folders``)."""
+    for attempt in range(8):
+        os.makedirs(directory, exist_ok=True)
+        try:
+            return tempfile.mkstemp(dir=directory, prefix=temp_prefix())
+        except FileNotFoundError:
+            if attempt == 7:
+                raise
+    raise AssertionError("unreachable")
 
 
-def publish(tmp: str, path: str | os.PathLike[str]) -> None:
-    """Rename a finished temporary into place, readable by every user of a shared store."""
+def publish(tmp: str, path: str | os.PathLike[str], on_mark: OnMark | None = None) -> int:
+    """Rename a finished temporary into place, readable by every user of a shared store, timed
+    now (a file moved in keeps no older time: its age counts from here). Returns its modification
+    time in ns as the file system keeps it: what this write left, which ``store.freshness``
+    compares to tell whether another writer touched it since; ``on_mark`` hears it before the
+    rename, so that no instant has the file in place and its writer not knowing it."""
     os.chmod(tmp, 0o644)  # mkstemp's 0600 would hide a shared store from other users
+    now = time.time_ns()
+    os.utime(tmp, ns=(now, now))
+    mark = os.stat(tmp).st_mtime_ns
+    if on_mark is not None:
+        on_mark(mark)
     os.replace(tmp, path)
+    return mark
 
 
 @contextlib.contextmanager
-def publishing(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
+def publishing(path: str | os.PathLike[str], on_mark: OnMark | None = None) -> Iterator[BinaryIO]:
     """A temporary file beside ``path``, renamed into place once what is written into it is
-    whole (deleted if the writing fails)."""
+    whole (deleted if the writing fails); ``on_mark`` as for ``publish``."""
     fd, tmp = open_temporary(os.path.dirname(path))
     try:
         with os.fdopen(fd, "wb") as f:
             yield f
-        publish(tmp, path)
+        publish(tmp, path, on_mark)
     except BaseException:
         unlink_if_present(tmp)
         raise
 
 
-def write_atomic(path: str | os.PathLike[str], data: bytes | memoryview) -> None:
-    with publishing(path) as f:
+def write_atomic(path: str | os.PathLike[str], data: bytes | memoryview, on_mark: OnMark | None = None) -> None:
+    with publishing(path, on_mark) as f:
         f.write(data)
 
 
-def copy_atomic(src: str | os.PathLike[str], path: str | os.PathLike[str]) -> None:
-    with publishing(path) as fo, open(src, "rb") as fi:
+def copy_atomic(src: str | os.PathLike[str], path: str | os.PathLike[str], on_mark: OnMark | None = None) -> None:
+    with publishing(path, on_mark) as fo, open(src, "rb") as fi:
         while chunk := fi.read(CHUNK):
             fo.write(chunk)
 
 
-def move_atomic(src: str | os.PathLike[str], path: str | os.PathLike[str]) -> None:
+def move_atomic(src: str | os.PathLike[str], path: str | os.PathLike[str], on_mark: OnMark | None = None) -> None:
     """``src`` renamed into place where it is on the same file system, else copied."""
     os.makedirs(os.path.dirname(path), exist_ok=True)
     try:
-        publish(os.fspath(src), path)
+        publish(os.fspath(src), path, on_mark)
     except OSError as e:
         if e.errno != errno.EXDEV:
             raise
-        copy_atomic(src, path)
+        copy_atomic(src, path, on_mark)
 
 
 def is_temporary(name: str) -> bool:
@@ -107,7 +126,7 @@ def is_stale(name: str, mtime: float, now: float | None = None, older_than: floa
         return False
     if (now if now is not None else time.time()) - mtime > older_than:
         return True
-    return m.group(1) == _host() and int(m.group(2)) != os.getpid() and not alive(int(m.group(2)))
+    return m.group(1) == host_name() and int(m.group(2)) != os.getpid() and not alive(int(m.group(2)))
 
 
 def sweep_temporaries(root: str | os.PathLike[str], older_than: float = STALE_TEMP_SECONDS) -> int:

@@ -16,7 +16,6 @@ nothing of caches or offline use: that is the cached view's (``rayform.cache.sto
 from __future__ import annotations
 
 import contextlib
-import datetime
 import logging
 import os
 from collections.abc import Callable, Iterable, Iterator
@@ -36,8 +35,9 @@ from rayform.errors import (
     StoreError,
 )
 from rayform.store import objectread
-from rayform.store.atomic import copy_atomic, move_atomic, sweep_temporaries, write_atomic
+from rayform.store.atomic import OnMark, copy_atomic, move_atomic, sweep_temporaries, write_atomic
 from rayform.store.content import canonical_json, hash_file, sha256_hex
+from rayform.store.freshness import Freshness, NewBlob, modified_of, sweep_tombstones
 from rayform.untrusted import json_document
 
 log = logging.getLogger("rayform")
@@ -53,22 +53,6 @@ class StoredBlob:
     digest: str
     size: int
     modified: float | None  # seconds since the epoch; None where the backend does not say
-
-
-def _modified(info: dict[str, Any]) -> float | None:
-    """When a listed file was written, from fsspec's details (local ``mtime``, S3 ``LastModified``)."""
-    for field in ("mtime", "LastModified", "last_modified", "updated", "created"):
-        value = info.get(field)
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-        if isinstance(value, datetime.datetime):
-            return value.timestamp()
-        if isinstance(value, str):
-            try:
-                return datetime.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-            except ValueError:
-                continue
-    return None
 
 
 def redact(url: str) -> str:
@@ -94,7 +78,8 @@ class Store:
         self.root = root.rstrip("/") if not self.is_local else str(Path(root).resolve())
         self.url = self.root if self.is_local else url.rstrip("/")
         self.id = sha256_hex(redact(self.url).encode())[:16]  # names this store in the cache
-        self._new_blobs: list[str] | None = None  # see ``recording_new_blobs``
+        self._new_blobs: list[NewBlob] | None = None  # see ``recording_new_blobs``
+        self.freshness = Freshness(self.fs, self.protocol, self.is_local)
 
     def __repr__(self) -> str:
         return f"Store({redact(self.url)!r})"
@@ -120,12 +105,15 @@ class Store:
         return bool(self._wrap_read(self.fs.exists, self.blob_path(digest)))
 
     def put_blob(self, data: bytes | memoryview) -> str:
-        """Store ``data`` under its sha256 and return the hex digest (a no-op if present)."""
+        """Store ``data`` under its sha256 and return the hex digest. One that is there is not
+        written again but freshened (``freshness``), so no deleter takes it from under us."""
         digest = sha256_hex(data)
         path = self.blob_path(digest)
-        if not self._exists_for_write(path):
-            self._wrote(digest)  # said before it is written: a writer stopped mid-write takes it back too
-            self._write_atomic(path, bytes(data))
+        payload = bytes(data)
+        if self.is_local:
+            self._put(digest, path, lambda on_mark: self._local_write(write_atomic, path, payload, on_mark))
+        else:
+            self._put(digest, path, lambda _: self._put_remote(path, lambda target: self.fs.pipe_file(target, payload)))
         return digest
 
     def put_blob_file(self, local_path: str | os.PathLike[str], digest: str | None = None, *,
@@ -134,19 +122,42 @@ class Store:
         ``move``, a local store takes the file itself where it can (renamed, not copied)."""
         digest = digest or hash_file(Path(local_path))
         path = self.blob_path(digest)
-        if self._exists_for_write(path):
-            return digest
-        self._wrote(digest)
         if self.is_local:
-            self._local_write(move_atomic if move else copy_atomic, local_path, path)
+            write = move_atomic if move else copy_atomic
+            self._put(digest, path, lambda on_mark: self._local_write(write, local_path, path, on_mark))
         else:
-            self._put_remote(path, lambda target: self.fs.put_file(os.fspath(local_path), target))
+            source = os.fspath(local_path)
+            self._put(digest, path, lambda _: self._put_remote(path, lambda target: self.fs.put_file(source, target)))
         return digest
 
+    def _put(self, digest: str, path: str, write: Callable[[OnMark | None], None]) -> None:
+        """Freshen the blob at ``path`` if it is there, else ``write`` it, recording either (a
+        local write says its mark before the blob takes its name: a writer stopped at any point
+        knows what to take back)."""
+        if self._exists_for_write(path):
+            found, mark = self._wrap(self.freshness.freshen, path, lambda: write(None))
+            if found:
+                self._wrote(NewBlob(digest, mark, new=False))
+                return
+        recording = self._new_blobs
+        if recording is None:
+            write(None)
+            return
+        at = len(recording)
+        recording.append(NewBlob(digest, None))  # a remote write's mark is known once it is done
+
+        def on_mark(mark: int) -> None:
+            recording[at] = NewBlob(digest, mark)
+
+        write(on_mark)
+        if not self.is_local:
+            recording[at] = NewBlob(digest, self._wrap(self.freshness.mark, path))
+
     @contextlib.contextmanager
-    def recording_new_blobs(self) -> Iterator[list[str]]:
-        """While held, the digests of the blobs this object writes that were not in the store
-        before (what a failed writer takes back: nothing else can name them yet)."""
+    def recording_new_blobs(self) -> Iterator[list[NewBlob]]:
+        """While held, the blobs this object writes that were not in the store before and those
+        it finds there and freshens, each with the mark that left (what a failed writer takes
+        back: ``take_back``)."""
         outer, self._new_blobs = self._new_blobs, []
         try:
             yield self._new_blobs
@@ -155,9 +166,30 @@ class Store:
                 outer.extend(self._new_blobs)
             self._new_blobs = outer
 
-    def _wrote(self, digest: str) -> None:
+    def _wrote(self, new: NewBlob) -> None:
         if self._new_blobs is not None:
-            self._new_blobs.append(digest)
+            self._new_blobs.append(new)
+
+    def take_back(self, blobs: Iterable[NewBlob]) -> int:
+        """Delete the blobs a failed writer (all its processes' records together) wrote new, each
+        while what is on it is one of its own marks: one another writer has freshened since
+        references it, and stays. Then the folders that leaves empty. Returns how many went."""
+        marks: dict[str, set[Any]] = {}
+        new: set[str] = set()
+        for blob in blobs:
+            marks.setdefault(blob.digest, set()).add(blob.mark)
+            if blob.new:
+                new.add(blob.digest)
+        gone = 0
+        for digest in sorted(new):
+            if None in marks[digest]:
+                continue  # stopped between writing and knowing what it left: gc's to judge
+            try:
+                gone += self.freshness.take_back(self.blob_path(digest), marks[digest])
+            except Exception as e:
+                raise _store_error(self.display, f"cannot take back blob {digest[:16]}", e) from e
+        self.remove_empty_folders()
+        return gone
 
     def get_blob(self, digest: str) -> bytes:
         """The blob's bytes, verified against its name."""
@@ -230,10 +262,11 @@ class Store:
                 continue
             if not path.endswith(f"/blobs/{digest[:2]}/{digest}"):
                 continue
-            yield StoredBlob(digest, int(info.get("size") or 0), _modified(info))
+            yield StoredBlob(digest, int(info.get("size") or 0), modified_of(info))
 
     def delete_blob(self, digest: str) -> None:
-        """Remove a blob (``rayform gc`` only: a blob is otherwise never deleted)."""
+        """Remove a blob nothing else can name (a pack's scratch run, unique by its nonce);
+        what others may share goes through ``take_back`` or ``collect_blob``."""
         path = self.blob_path(digest)
         try:
             self.fs.rm_file(path)
@@ -241,6 +274,30 @@ class Store:
             pass
         except Exception as e:
             raise _store_error(self.display, f"cannot delete blob {digest[:16]}", e) from e
+
+    def collect_blob(self, digest: str, cutoff: float) -> bool:
+        """Delete an unreachable blob (``rayform gc`` only) unless it was written or freshened
+        after ``cutoff`` (seconds since the epoch). True if it was deleted."""
+        try:
+            return self.freshness.collect(self.blob_path(digest), cutoff)
+        except Exception as e:
+            raise _store_error(self.display, f"cannot delete blob {digest[:16]}", e) from e
+
+    def remove_empty_folders(self) -> None:
+        """Remove the ``blobs/<aa>/`` folders of a local store that hold nothing (what a take-back
+        or gc leaves); a folder a writer fills meanwhile stays (``rmdir`` refuses it)."""
+        if not self.is_local:
+            return
+        try:
+            folders = list(os.scandir(f"{self.root}/blobs"))
+        except OSError:  # none, or no directory at all
+            return
+        for entry in folders:
+            if len(entry.name) == 2 and entry.is_dir(follow_symlinks=False):
+                try:
+                    os.rmdir(entry.path)
+                except OSError:
+                    pass  # not empty, or gone
 
     def get_json_blob(self, digest: str, what: str = "manifest") -> dict[str, Any]:
         """A JSON object stored as a blob (verified, then parsed as untrusted)."""
@@ -301,8 +358,12 @@ class Store:
         return self.is_local and not os.path.isdir(self.root)
 
     def sweep_temporaries(self) -> int:
-        """Delete what killed writers left in a local store (ours only, stale only)."""
-        return sweep_temporaries(self.root) if self.is_local else 0
+        """Delete what killed writers left in a local store (ours only, stale only), and put back
+        what a killed deleter had moved aside (``freshness.sweep_tombstones``)."""
+        if not self.is_local:
+            return 0
+        sweep_tombstones(self.root)
+        return sweep_temporaries(self.root)
 
     # -- internals ---------------------------------------------------------------------
     def _check_exists(self) -> None:
@@ -338,9 +399,9 @@ class Store:
         except Exception as e:
             raise _store_error(self.display, "cannot read", e) from e
 
-    def _local_write(self, write: Callable[..., Any], *args: Any) -> None:
+    def _local_write(self, write: Callable[..., Any], *args: Any) -> Any:
         try:
-            write(*args)
+            return write(*args)
         except OSError as e:
             raise StoreError(f"{self.display}: cannot write ({e.strerror or e}). Pass a writable directory "
                              "(--store, RAYFORM_STORE) and check its free space") from None

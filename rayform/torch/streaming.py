@@ -187,10 +187,12 @@ class StreamingEpisodeDataset(Statistics, OverParts, IterableDataset[dict[str, A
                 raise InvalidInput(f"state_dict: saved with {key} {state[key]}, this dataset has {mine}. {fix}")
         if "step" not in state:
             raise InvalidInput(f"state_dict {sorted(state)}: not a state of a StreamingEpisodeDataset (no 'step')")
-        # a state without "order" was saved before it was written down: read as order 2, which is
-        # this one where the epoch has no padding
+        # a state without "order" was saved before it was written down: read as order 2. Orders
+        # 2-4 are this one where the epoch has no padding, 3 where it has one partition
         order = state.get("order", 2)
-        if order != partition.ORDER and not (order == 2 and not self.plan(int(state.get("epoch", 0))).padded):
+        plan = self.plan(int(state.get("epoch", 0)))
+        same = not plan.padded and order in (2, 3) or order == 3 and self.partitions == 1
+        if order != partition.ORDER and not same:
             raise InvalidInput(f"state_dict: saved under epoch order {order!r}, this rayform makes order "
                                f"{partition.ORDER}: resume with the rayform version that saved it, or start the "
                                "epoch over (state_dict(step=0) of the same epoch)")

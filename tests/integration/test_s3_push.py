@@ -10,13 +10,14 @@ import rayform
 from rayform.errors import SliceNotFound, StoreError
 from rayform.ops.gc import collect
 from rayform.ops.push import push
-from rayform.ops.verify import pack_blobs, slice_blobs, verify
+from rayform.ops.references import pack_closure, slice_closure
+from rayform.ops.verify import verify
 
 pytestmark = pytest.mark.s3
 
 
 def _everything(client, slice_):
-    return [*slice_blobs(slice_), *(x for p in client.packs.list(slice_) for x in pack_blobs(p))]
+    return [*slice_closure(slice_), *(x for p in client.packs.list(slice_) for x in pack_closure(p))]
 
 
 def test_push_to_s3_and_back_keeps_every_id_and_verifies(packed_small, s3_store_url, tmp_path):

@@ -6,7 +6,8 @@ import pytest
 
 import rayform
 from rayform.converters.demo import DemoConfig, ingest_demo
-from rayform.ops.verify import pack_blobs, slice_blobs, verify
+from rayform.ops.references import pack_closure, slice_closure
+from rayform.ops.verify import verify
 
 pytestmark = pytest.mark.s3
 
@@ -25,7 +26,7 @@ def test_pack_into_s3_gives_the_same_shards_as_local(s3_store_url, tmp_path):
 
     again = rayform.Client(url, storage_options=options).slices.get(slices[0].id)
     assert again == slices[0]
-    report = verify(remote.store, [*slice_blobs(again), *pack_blobs(packs[0])])
+    report = verify(remote.store, [*slice_closure(again), *pack_closure(packs[0])])
     assert report.ok and report.blobs > 10
 
 

@@ -14,7 +14,8 @@ import rayform
 from rayform.converters.demo import DemoConfig, ingest_demo
 from rayform.errors import StoreError
 from rayform.ops.gc import collect, reachable
-from rayform.ops.verify import pack_blobs, slice_blobs, verify
+from rayform.ops.references import pack_closure, slice_closure
+from rayform.ops.verify import verify
 
 HOUR = 3600.0
 
@@ -49,9 +50,9 @@ def _refs(root):
 def _everything_reachable_verifies(c):
     blobs = []
     for s in c.slices.list():
-        blobs += list(slice_blobs(s))
+        blobs += list(slice_closure(s))
         for p in c.packs.list(s):
-            blobs += list(pack_blobs(p))
+            blobs += list(pack_closure(p))
     for r in c.segments.list():
         for v in c.segments.versions(r.id):
             blobs += [(v, "segment"), *((b, "data") for b in c.segments.get(r.id, v).blobs())]
@@ -139,4 +140,4 @@ def test_a_ref_written_during_gc_saves_the_blobs_it_names(base_store, tmp_path, 
     slice_ = None
     collect(c, delete=True)
     slice_ = c.slices.get(slice_key.rsplit("/", 1)[-1].removesuffix(".json"))
-    assert verify(c.store, slice_blobs(slice_)).ok
+    assert verify(c.store, slice_closure(slice_)).ok

@@ -9,14 +9,15 @@ import pytest
 import rayform
 from rayform.errors import IntegrityError, SliceNotFound
 from rayform.ops.push import push
-from rayform.ops.verify import pack_blobs, slice_blobs, verify
+from rayform.ops.references import pack_closure, slice_closure
+from rayform.ops.verify import verify
 from rayform.recordings.segment_writer import SegmentRef
 
 
 def _closure(client, slice_):
-    out = {b for b, _ in slice_blobs(slice_)}
+    out = {b for b, _ in slice_closure(slice_)}
     for p in client.packs.list(slice_):
-        out |= {b for b, _ in pack_blobs(p)}
+        out |= {b for b, _ in pack_closure(p)}
     return out
 
 
@@ -30,7 +31,7 @@ def test_push_copies_the_closure_with_the_same_ids_and_it_verifies(packed_small,
     pushed = dest.slices.get(s.id)
     assert pushed.digest == s.digest and pushed.segments == s.segments
     assert [p.digest for p in dest.packs.list(pushed)] == [p.digest for p in src.packs.list(s)]
-    assert verify(dest.store, [*slice_blobs(pushed), *(x for p in dest.packs.list(pushed) for x in pack_blobs(p))]).ok
+    assert verify(dest.store, [*slice_closure(pushed), *(x for p in dest.packs.list(pushed) for x in pack_closure(p))]).ok
     assert [r.version for r in dest.segments.list()] == [r.version for r in src.segments.list()]
     again = push(src, s.id, dest, progress=False)
     assert (again.copied, again.present) == (0, len(closure))
@@ -97,7 +98,7 @@ def test_a_blob_missing_from_the_source_is_one_error_naming_the_fix(packed_small
     from rayform.errors import BlobNotFound
 
     src, s = packed_small
-    gone = next(b for b, what in slice_blobs(s) if "data" in what)
+    gone = next(b for b, what in slice_closure(s) if "data" in what)
     os.unlink(src.store.backend.blob_path(gone))
     dest = rayform.Client(tmp_path / "dst")
     with pytest.raises(BlobNotFound, match=f"{gone[:16]}.*missing.*rayform verify {s.id}"):

@@ -95,8 +95,7 @@ def test_the_first_global_batch_reads_the_first_positions_of_every_partition():
     """However large the window, a stream starts on the first samples of its partitions."""
     plan = EpochPlan(100_000, 64, 4, window=1000, seed=7, epoch=3)
     first = plan.positions([0], 0, 64)
-    per = plan.steps * 16  # each partition: 16 slots a step
-    assert sorted(first.tolist()) == [c * per + i for c in range(4) for i in range(16)]
+    assert sorted(first.tolist()) == [int(plan.starts[c]) + i for c in range(4) for i in range(16)]
 
 
 def test_shard_order_is_seeded_by_seed_and_epoch():
@@ -126,10 +125,14 @@ def test_padding_repeats_only_in_the_last_global_batch_with_one_partition(window
     assert sorted(rows[~padded].tolist()) == list(range(total))  # every sample once besides
 
 
-def test_with_several_partitions_padding_is_in_the_last_slots_of_the_last_partition():
+def test_with_several_partitions_padding_is_in_the_last_slots_of_the_last_global_batch_only():
+    """The reproduction of the crash (a reader's steps asking only for the padding of a window
+    that still holds samples), and padding that spilled into the batches before the last."""
+    plan = EpochPlan(258, 8, 2, 1000, 0, 0, "pad")
+    assert plan.positions([32], 0, 8).tolist()[2:] == list(range(258, 264))
     plan = EpochPlan(1000, 64, 4, 1000, seed=3, epoch=0)  # 24 pads, a partition's share of a batch is 16
     rows = _global(plan)
     padded = rows >= 1000
     assert plan.padded == 24 and int(padded.sum()) == 24
-    assert not padded[:-2].any()  # the last ceil(24 / 16) = 2 global batches
-    assert not padded[:, : 64 - 16].any()  # and only in the last partition's slots
+    assert not padded[:-1].any() and padded[-1, 64 - 24:].all()
+    assert sorted(rows[~padded].tolist()) == list(range(1000))

@@ -5,25 +5,16 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import moving_texture
+from conftest import recorded_video
 
 import rayform
-from rayform.codec.video import PyAVDecoder
-from rayform.codec.video_encoder import VideoCodec
 from rayform.errors import InvalidInput
 
 NS = 1_000_000_000 // 30
 
 
 def recorded(frames: int = 12, lead: int = 0) -> tuple[rayform.VideoStream, list[np.ndarray]]:
-    """A camera's H.264 (a keyframe every 4 frames) as a recorder keeps it; the first ``lead``
-    frames are a lead-in before the segment's first (the frames of the segment come after)."""
-    clip = VideoCodec("h264", clip_frames=4).encode(moving_texture(frames, 64), 30)
-    decoded = PyAVDecoder().decode(clip, range(frames), None, "source")
-    times = np.arange(frames, dtype=np.int64) * NS
-    stream = rayform.VideoStream("cam/rgb", times[lead:], list(clip.packets), times,
-                                 np.isin(np.arange(frames), clip.keys), "h264", 64, 64, clip.extradata)
-    return stream, [decoded[i] for i in range(lead, frames)]
+    return recorded_video(frames, lead)
 
 
 def test_packets_are_kept_as_recorded_and_frames_decode_in_any_order(client):

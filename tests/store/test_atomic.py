@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from rayform.store.atomic import _host, scratch_dir, sweep_scratch
+from rayform.store.atomic import host_name, scratch_dir, sweep_scratch
 
 
 def _dead_pid() -> int:
@@ -22,7 +22,7 @@ def _dead_pid() -> int:
 
 def test_a_dead_processes_scratch_is_swept_a_live_ones_is_kept(tmp_path):
     mine = scratch_dir(tmp_path)
-    dead = tmp_path / f".tmp-{_host()}-{_dead_pid()}-abcd1234"
+    dead = tmp_path / f".tmp-{host_name()}-{_dead_pid()}-abcd1234"
     (dead / "part").mkdir(parents=True)
     other = tmp_path / "not-ours"
     other.mkdir()
@@ -33,8 +33,8 @@ def test_a_dead_processes_scratch_is_swept_a_live_ones_is_kept(tmp_path):
 
 
 def test_a_directory_removed_between_listing_and_look_is_skipped(tmp_path, monkeypatch):
-    dead = tmp_path / f".tmp-{_host()}-{_dead_pid()}-abcd1234"
-    gone = tmp_path / f".tmp-{_host()}-{_dead_pid()}-efgh5678"
+    dead = tmp_path / f".tmp-{host_name()}-{_dead_pid()}-abcd1234"
+    gone = tmp_path / f".tmp-{host_name()}-{_dead_pid()}-efgh5678"
     dead.mkdir()
     gone.mkdir()
     listed = list(os.scandir(tmp_path))

@@ -96,10 +96,15 @@ def test_redact_drops_credentials_from_urls():
 
 
 @pytest.mark.s3
-def test_s3_put_of_an_existing_blob_sends_no_upload(s3_store_url, s3_endpoint):
+def test_s3_put_of_an_existing_blob_sends_no_upload_but_freshens_it(s3_store_url, s3_endpoint):
     url, options = s3_store_url
     store = Store(url, options)
-    store.put_blob(b"once")
+    digest = store.put_blob(b"once")
+    assert "rayform-touched" not in store.fs.metadata(store.blob_path(digest))
     s3_endpoint.reset_counts()
     store.put_blob(b"once")
-    assert s3_endpoint.count("PUT") == 0
+    # one PUT, a copy of the object onto itself (its metadata renewed), not an upload of its bytes
+    assert s3_endpoint.count("PUT") == len(s3_endpoint.copies) == 1
+    store.fs.invalidate_cache()
+    assert "rayform-touched" in store.fs.metadata(store.blob_path(digest))
+    assert store.get_blob(digest) == b"once"

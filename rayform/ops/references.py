@@ -1,0 +1,108 @@
+"""What an object of a store references: the one answer ``gc``, ``push``, ``pull``, ``verify``
+and the cache's accounting use, and nothing else.
+
+A store's roots are its refs. Each kind of object names blobs, and only these functions say
+which:
+
+- a **segment version**: its manifest, and each of its streams' blobs as the stream entry
+  declares them (``StreamInfo.blobs``: timestamps, data chunks, frame sizes, a video's packet
+  index; anything a new kind of stream adds is declared there, and a test stores every kind
+  and checks that what was written is what this walk reaches);
+- a **slice**: its manifest and every segment version it selects;
+- a **pack**: its manifest, shards (a video pack's clips are shard members), offset index
+  and chunk digests (its statistics are in the manifest);
+- a **store**: every slice and pack ref's closure, and every version every segment ref lists
+  (old versions stay readable).
+
+A manifest that cannot be read reaches nothing more. What a caller does about that is its
+own: ``verify`` reports the manifest itself (it is in the walk), ``gc`` and ``push`` pass
+``strict`` and stop, since deleting or copying on a guess loses data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import NamedTuple
+
+from rayform.cache.store_view import CachedStore
+from rayform.errors import NotFound, RayformError
+from rayform.pack import Pack, Packs
+from rayform.recordings.segments import Segments
+from rayform.recordings.slices import Slice, Slices
+
+
+class Reference(NamedTuple):
+    """A blob an object names, and where it belongs (for messages: ``segment seg_… stream cam0 packet index``)."""
+
+    blob: str
+    what: str
+
+
+def segment_version(store: CachedStore, segment_id: str, version: str, *, strict: bool = False) -> Iterator[Reference]:
+    """A segment version's manifest and every blob its streams name."""
+    yield Reference(version, f"segment {segment_id} manifest")
+    try:
+        seg = Segments(store).get(segment_id, version)
+    except NotFound:
+        return  # a version whose manifest is gone reaches nothing more
+    except RayformError:
+        if strict:
+            raise
+        return  # the manifest itself is reported bad
+    for name, info in seg.streams.items():
+        for blob, role in info.blobs():
+            yield Reference(blob, f"segment {segment_id} stream {name} {role}")
+
+
+def slice_closure(slice_: Slice, *, strict: bool = False) -> Iterator[Reference]:
+    """A slice's manifest and every segment version it selects, with what those name."""
+    yield Reference(slice_.digest, f"{slice_.id} manifest")
+    for s in dict.fromkeys((s.id, s.version) for s in slice_.segments):
+        yield from segment_version(slice_.store, *s, strict=strict)
+
+
+def pack_closure(pack: Pack) -> Iterator[Reference]:
+    """A pack's manifest, shards, offset index and chunk digests."""
+    yield Reference(pack.digest, f"pack {pack.key} manifest")
+    for i, shard in enumerate(pack.shards):
+        yield Reference(shard.sha256, f"pack {pack.key} shard {i}")
+    yield Reference(pack.index_blob, f"pack {pack.key} index")
+    if pack.chunk_blob is not None:
+        yield Reference(pack.chunk_blob, f"pack {pack.key} chunk digests")
+
+
+def pack_data(pack: Pack) -> list[str]:
+    """What a pack's readers fetch beyond its manifest: its shards, index and chunk digests."""
+    return [r.blob for r in pack_closure(pack) if r.blob != pack.digest]
+
+
+def store_closure(store: CachedStore, *, strict: bool = True) -> Iterator[Reference]:
+    """Everything the store's refs reach: every slice, every pack (of any slice), every version
+    of every segment. ``strict`` (gc's): a ref or manifest that cannot be read raises; else the
+    manifest is yielded and reaches nothing more (see the module's docstring)."""
+    slices, packs, segments = Slices(store), Packs(store), Segments(store)
+    for sid, digest, _ in slices.refs():
+        try:
+            yield from slice_closure(slices.get(sid), strict=strict)
+        except RayformError:
+            if strict:
+                raise
+            yield Reference(digest, f"{sid} manifest")
+    for ref in packs.refs():
+        try:
+            yield from pack_closure(packs.read(ref))
+        except RayformError:
+            if strict:
+                raise
+            yield Reference(ref.manifest, f"pack {ref.key} of {ref.slice_id} manifest")
+    for seg in segments.list():
+        for version in segments.versions(seg.id, seg.site):
+            yield from segment_version(store, seg.id, version, strict=strict)
+
+
+def unique(references: Iterable[Reference]) -> dict[str, str]:
+    """Each blob once, with the first place it was found (a blob two objects name is one blob)."""
+    out: dict[str, str] = {}
+    for blob, what in references:
+        out.setdefault(blob, what)
+    return out

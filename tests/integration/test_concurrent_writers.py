@@ -1,0 +1,161 @@
+"""Concurrent writers and gc never lose a referenced blob: real processes racing ingests that
+share arrays (LeRobot's timestamp arrays are often the same in every episode), one of them
+failing and taking back what it wrote, and gc deleting beside them. The interleavings that
+lost blobs before freshening are forced with events; a free-running race checks the rest."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import time
+
+import numpy as np
+import pytest
+
+import rayform
+from rayform.errors import InvalidInput
+from rayform.ops import gc
+from rayform.ops.references import segment_version
+from rayform.ops.verify import verify
+from rayform.recordings.segments import Segments
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+CTX = multiprocessing.get_context("fork")
+T = np.arange(50, dtype=np.int64) * 10_000_000  # the timestamps every episode shares
+
+
+def _episode(i: int, nan: bool = False) -> list:
+    values = np.random.default_rng(i).normal(size=(50, 4)).astype(np.float32)
+    if nan:
+        values[7] = np.nan
+    return [rayform.ArrayStream("joints", T, values)]
+
+
+def _complete(client: rayform.Client, refs) -> bool:
+    return verify(client.store, [r for ref in refs for r in segment_version(client.store, ref.id, ref.version)]).ok
+
+
+def _failing_writer(root, wrote, recorded) -> None:
+    """Stores two episodes, then fails on a third; holds its take-back until the other writer
+    has recorded its own episodes, which found this one's timestamps in the store."""
+    client = rayform.Client(root)
+    real = Segments.discard
+
+    def discard_later(self, blobs):
+        wrote.set()
+        recorded.wait(60)
+        real(self, blobs)
+
+    Segments.discard = discard_later
+    try:
+        client.segments.add_many([("lab", f"a{i}", _episode(i, nan=i == 2), None) for i in range(3)])
+    except InvalidInput:
+        os._exit(0)
+    os._exit(1)
+
+
+def _succeeding_writer(root, wait_for, then, done) -> None:
+    client = rayform.Client(root)
+    wait_for.wait(60)
+    refs = client.segments.store_many([("lab", f"b{i}", _episode(100 + i), None) for i in range(3)])
+    then.set()
+    done.wait(60)
+    client.segments.record(refs)
+    os._exit(0)
+
+
+def test_a_failed_writers_take_back_spares_what_another_writer_found_meanwhile(tmp_path):
+    root = tmp_path / "store"
+    wrote, recorded, go = CTX.Event(), CTX.Event(), CTX.Event()
+    go.set()
+    a = CTX.Process(target=_failing_writer, args=(root, wrote, recorded))
+    b = CTX.Process(target=_succeeding_writer, args=(root, wrote, recorded, go))
+    a.start(), b.start()
+    a.join(90), b.join(90)
+    assert (a.exitcode, b.exitcode) == (0, 0)
+    client = rayform.Client(root)
+    refs = client.segments.list("lab")
+    assert sorted(r.name for r in refs) == ["b0", "b1", "b2"]  # the failed writer added nothing
+    assert _complete(client, refs)  # ... and took nothing the other one references
+
+
+def _gc_waiting(root, decided, found) -> None:
+    """gc, held between its last walk of the refs and its deletes until a writer has found the
+    garbage it is about to delete."""
+    client = rayform.Client(root)
+    real, calls = gc.reachable, []
+
+    def reachable(c):
+        out = real(c)
+        calls.append(1)
+        if len(calls) == 2:
+            decided.set()
+            found.wait(60)
+        return out
+
+    gc.reachable = reachable
+    report = gc.collect(client, delete=True, grace_s=3600)
+    os._exit(0 if report.deleted else 1)
+
+
+def test_gc_spares_old_garbage_a_writer_finds_after_gc_last_walked_the_refs(tmp_path):
+    root = tmp_path / "store"
+    client = rayform.Client(root)
+    old = client.store.backend.put_blob(rayform.codec.records.to_npy(T))  # left by an ingest long ago
+    path = client.store.backend.blob_path(old)
+    os.utime(path, (time.time() - 7200, time.time() - 7200))
+    decided, found, gc_done = CTX.Event(), CTX.Event(), CTX.Event()
+    g = CTX.Process(target=_gc_waiting, args=(root, decided, found))
+    w = CTX.Process(target=_succeeding_writer, args=(root, decided, found, gc_done))
+    g.start(), w.start()
+    g.join(90)
+    gc_done.set()
+    w.join(90)
+    assert (g.exitcode, w.exitcode) == (0, 0)
+    refs = client.segments.list("lab")
+    assert len(refs) == 3 and _complete(client, refs)
+    assert client.store.backend.has_blob(old)
+
+
+def _writer_loop(root, index, rounds, start) -> None:
+    client = rayform.Client(root)
+    start.wait(60)
+    for r in range(rounds):
+        fail = index == 1 and r % 2 == 0
+        try:
+            client.segments.add_many([("lab", f"w{index}-r{r}-e{e}", _episode(1000 * index + 10 * r + e,
+                                                                              nan=fail and e == 3), None)
+                                      for e in range(4)])
+        except InvalidInput:
+            assert fail
+    os._exit(0)
+
+
+def _gc_loop(root, start, stop) -> None:
+    client = rayform.Client(root)
+    start.wait(60)
+    while not stop.is_set():
+        gc.collect(client, delete=True, grace_s=30)
+    os._exit(0)
+
+
+def test_two_writers_racing_one_failing_with_gc_beside_them_lose_nothing_referenced(tmp_path):
+    root = tmp_path / "store"
+    client = rayform.Client(root)
+    for digest in [client.store.backend.put_blob(rayform.codec.records.to_npy(T))]:  # old garbage the writers share
+        os.utime(client.store.backend.blob_path(digest), (time.time() - 7200, time.time() - 7200))
+    start, stop = CTX.Event(), CTX.Event()
+    writers = [CTX.Process(target=_writer_loop, args=(root, i, 12, start)) for i in range(2)]
+    collector = CTX.Process(target=_gc_loop, args=(root, start, stop))
+    for p in (*writers, collector):
+        p.start()
+    start.set()
+    for p in writers:
+        p.join(240)
+    stop.set()
+    collector.join(60)
+    assert [p.exitcode for p in (*writers, collector)] == [0, 0, 0]
+    refs = client.segments.list("lab")
+    assert len(refs) == 4 * 12 + 4 * 6  # every round of the first writer, every other of the second
+    assert _complete(client, refs)
+    assert not [p for p in (root / "blobs").rglob(".gone-*")]

@@ -1,0 +1,359 @@
+"""Nothing lost, as a property: random sequences of what users do to a store (add segments of
+every stream kind, recorded video kept; an ingest that fails midway; slices and splits; packs
+as JPEG or H.264, with history, resized; push to a second store and pull from it; gc with no
+grace; a blob corrupted or deleted) and, after every step:
+
+- what reading every visible object touches (every version every segment ref lists, every
+  slice, every pack, read whole) is what the reference walk reaches, no less: a blob the
+  walk missed is one gc deletes and push leaves behind;
+- every blob the walk reaches is present and whole, but those the test damaged itself;
+- ``verify`` of a slice and its packs says ok exactly when reading them whole succeeds;
+- a pushed slice reads back at the destination identical, and its pull caches every blob a
+  dataset reads.
+
+CI runs a bounded number of sequences; ``RAYFORM_STATES=500 python -m pytest
+tests/ops/test_store_states.py`` is the longer run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import uuid
+
+import numpy as np
+import pytest
+from conftest import moving_texture, recorded_video
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+
+import rayform
+from rayform.codec import imagecodec
+from rayform.errors import InvalidInput, RayformError
+from rayform.ops.pull import pull
+from rayform.ops.push import push
+from rayform.ops.references import pack_closure, slice_closure, store_closure
+from rayform.ops.verify import verify
+from rayform.read.reader import PackReader
+from rayform.store.store import Store
+
+pytestmark = pytest.mark.slow
+FRAMES, SIZE = 12, 32
+T = np.arange(FRAMES, dtype=np.int64) * 66_666_667  # 15 fps
+CAMERAS = ["jpeg", "raw", "video"]
+EXTRAS = ["pose", "png", "depth"]
+
+
+def _segment(camera: str, extras: list[str], seed: int) -> list:
+    rng = np.random.default_rng(seed)
+    frames = moving_texture(FRAMES, SIZE, seed)
+    if camera == "jpeg":
+        cam = rayform.ImageStream("cam/rgb", T, [imagecodec.encode_jpeg(f) for f in frames])
+    elif camera == "raw":
+        cam = rayform.ImageStream("cam/rgb", T, frames)
+    else:
+        cam = _retimed(recorded_video(FRAMES + 2, lead=2, size=SIZE, seed=seed)[0])
+    streams = [cam, rayform.ArrayStream("joints", T, np.cumsum(rng.normal(0, 0.1, (FRAMES, 3)), 0).astype(np.float32))]
+    if "pose" in extras:
+        q = np.tile([0.0, 0.0, 0.0, 1.0], (FRAMES, 1))
+        streams.append(rayform.PoseStream("ee/pose", T, np.concatenate([rng.normal(size=(FRAMES, 3)), q], 1)))
+    if "png" in extras:
+        streams.append(rayform.ImageStream("cam/png", T, [imagecodec.encode_png(f[:8, :8]) for f in frames]))
+    if "depth" in extras:
+        streams.append(rayform.ImageStream("cam/depth", T, rng.integers(0, 4000, (FRAMES, 8, 8)).astype(np.uint16)))
+    return streams
+
+
+def _retimed(video: rayform.VideoStream) -> rayform.VideoStream:
+    """A recorded video (two lead-in frames) on the segment's clock: its frames at ``T``."""
+    times = (np.arange(len(video.packets), dtype=np.int64) - 2) * int(T[1])
+    return rayform.VideoStream("cam/rgb", times[2:], video.packets, times, video.keyframes, video.codec, video.width,
+                               video.height, video.extradata)
+
+
+@contextlib.contextmanager
+def _touched():
+    """The digests of every blob whose place in a store is looked up meanwhile (a reader reaches
+    a blob only through ``Store.blob_path``)."""
+    seen: set[str] = set()
+    real = Store.blob_path
+
+    def blob_path(self, digest):
+        seen.add(digest)
+        return real(self, digest)
+
+    Store.blob_path = blob_path
+    try:
+        yield seen
+    finally:
+        Store.blob_path = real
+
+
+def _read_segment(seg) -> list:
+    """Everything a segment version holds, read whole (video: its packet index and first frame)."""
+    out = []
+    for name, info in seg.streams.items():
+        out.append(seg.timestamps(name).tobytes())
+        if not info.is_image:
+            out.append(seg.values(name).tobytes())
+        elif info.encoding == "raw":
+            out.extend(seg.frame_array(name, i).tobytes() for i in range(info.count))
+        else:
+            count = info.video.packets if info.video is not None else info.count
+            out.extend(bytes(seg.frame_view(name, i)) for i in range(count))
+            if info.video is not None:
+                out.append(seg.video(name).frame(0).tobytes())
+    return out
+
+
+def _read_pack(store, pack) -> list:
+    """A pack as every reader reads it: its samples, and the chunk digests a reader of a remote
+    store verifies shards with as they arrive."""
+    reader = PackReader(store, pack, pack.members)
+    try:
+        reader.chunk_digests()
+        return [{m: bytes(v) for m, v in raw.items() if not m.startswith("__")}
+                for _, raw in reader.raw_many(np.arange(pack.samples))]
+    finally:
+        for shard in range(len(pack.shards)):
+            reader.release(shard)
+
+
+class StoreStates(RuleBasedStateMachine):
+    @initialize()
+    def stores(self):
+        root = self._root = self._tmp / uuid.uuid4().hex[:8]
+        self.source = rayform.Client(root / "store")
+        self.dest = rayform.Client(f"memory://states-{uuid.uuid4().hex[:8]}", cache=root / "cache")
+        self.damaged: set[str] = set()
+        self.originals: dict[str, bytes] = {}
+        self.pushed: set[str] = set()
+        self.refs: list = []
+        self.slice_ids: list[str] = []
+        self.seed = 0
+
+    # -- what users do ---------------------------------------------------------------------
+    @rule(made=st.lists(st.tuples(st.sampled_from(CAMERAS), st.lists(st.sampled_from(EXTRAS), unique=True),
+                                  st.sampled_from(["a", "b", "c", "d", "e"])), min_size=1, max_size=3))
+    def add_segments(self, made):
+        for camera, extras, name in made:
+            self.seed += 1
+            try:  # a name given again is a new version of that segment; the old one stays readable
+                self.refs.append(self.source.segments.add("lab", name, _segment(camera, extras, self.seed)))
+            except RayformError:
+                assert self.damaged, "adding a segment failed on a whole store"
+
+    @precondition(lambda self: self.refs)
+    @rule(data=st.data())
+    def create_slice(self, data):
+        chosen = data.draw(st.lists(st.sampled_from(self.refs), min_size=1, max_size=4,
+                                    unique_by=lambda r: (r.id, r.version)))
+        try:
+            self.slice_ids.append(self.source.slices.create(chosen).id)
+        except RayformError:
+            assert self.damaged, "a slice could not be made on a whole store"
+
+    @precondition(lambda self: self.slice_ids)
+    @rule(data=st.data())
+    def split_slice(self, data):
+        try:
+            self.slice_ids.append(self.source.slices.split(data.draw(st.sampled_from(self.slice_ids)),
+                                                           {"train": 0.5, "val": 0.5})["train"].id)
+        except RayformError:  # a split that got no segment, or a damaged store
+            pass
+
+    @precondition(lambda self: self.slice_ids)
+    @rule(data=st.data(), codec=st.sampled_from(["jpeg", "h264"]), history=st.integers(0, 1),
+          resize=st.sampled_from([None, (16, 16)]))
+    def pack(self, data, codec, history, resize):
+        try:
+            self.source.pack(data.draw(st.sampled_from(self.slice_ids)), 15, streams=["cam/rgb", "joints"],
+                             image_codec=codec, max_history=history, max_horizon=2, resize=resize, workers=1,
+                             progress=False, shard_bytes=1 << 16, force=True)
+        except RayformError:
+            assert self.damaged, "a pack failed on a whole store"
+
+    @precondition(lambda self: self.slice_ids)
+    @rule(data=st.data())
+    def push_and_pull(self, data):
+        slice_id = data.draw(st.sampled_from(self.slice_ids))
+        try:
+            push(self.source, slice_id, self.dest, progress=False)
+        except RayformError:
+            assert self.damaged, "a push failed on a whole store"
+            return
+        self.pushed.add(slice_id)
+        if self.dest.packs.list(slice_id):
+            report = pull(self.dest, slice_id, progress=False)
+            cache = self.dest.store.cache
+            for pack in report.packs:  # everything a dataset reads of the pack is in the cache
+                assert all(cache.has(r.blob) for r in pack_closure(pack))
+
+    # what happens now and then: one rule, so the steps above come as often as each of these
+    @rule(data=st.data(), action=st.sampled_from(["fail", "gc", "gc", "damage", "repair"]))
+    def meanwhile(self, data, action):
+        if action == "fail":
+            self.an_ingest_fails_midway(data.draw(st.sampled_from(CAMERAS)))
+        elif action == "gc":
+            self.gc_with_no_grace()
+        elif action == "damage":
+            self.damage_a_blob(data, data.draw(st.sampled_from(["corrupt", "delete"])))
+        else:
+            self.repair()
+
+    def an_ingest_fails_midway(self, camera):
+        visible = [(r.id, r.version) for r in self.source.segments.list()]
+        good = [("lab", f"fails-{i}", _segment(camera, ["pose"], 1000 + i), None) for i in range(2)]
+        bad = _segment("jpeg", [], 2000)
+        bad[1] = rayform.ArrayStream("joints", T, np.full((FRAMES, 3), np.nan, np.float32))
+        with pytest.raises(InvalidInput):
+            self.source.segments.add_many([*good, ("lab", "fails-bad", bad, None)])
+        assert [(r.id, r.version) for r in self.source.segments.list()] == visible
+
+    def gc_with_no_grace(self):
+        from rayform.ops.gc import collect
+
+        try:
+            collect(self.source, delete=True, grace_s=0)
+        except RayformError:
+            assert self.damaged, "gc failed on a whole store"  # a manifest it cannot read stops it
+
+    def damage_a_blob(self, data, how):
+        blobs = sorted(b.digest for b in self.source.store.list_blobs())
+        if not blobs:
+            return
+        digest = data.draw(st.sampled_from(blobs))
+        path = self.source.store.blob_file(digest)
+        self.originals[digest] = path.read_bytes()
+        if how == "delete":
+            path.unlink()
+        else:
+            raw = bytearray(self.originals[digest])
+            raw[len(raw) // 2] ^= 0xFF
+            path.write_bytes(bytes(raw))
+        self.damaged.add(digest)
+
+    def repair(self):
+        """Every damaged blob re-created from its source (what verify's message asks)."""
+        for digest in sorted(self.damaged):
+            path = self.source.store.blob_file(digest)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(self.originals[digest])
+        self.damaged.clear()
+
+    # -- what must hold after every step ---------------------------------------------------
+    def _slices(self) -> list[tuple[str, object]]:
+        """Each slice ref's id and its Slice, or the error reading its manifest raised."""
+        out: list[tuple[str, object]] = []
+        for sid, _, _ in self.source.slices.refs():
+            try:
+                out.append((sid, self.source.slices.get(sid)))
+            except RayformError as e:
+                out.append((sid, e))
+        return out
+
+    def _packs(self, slice_id: str | None = None) -> list[object]:
+        out: list[object] = []
+        for ref in self.source.packs.refs(slice_id):
+            try:
+                out.append(self.source.packs.read(ref))
+            except RayformError as e:
+                out.append(e)
+        return out
+
+    def _read_slice(self, s, packs) -> bool:
+        """Whether a slice (its segment versions) and its packs read back whole."""
+        try:
+            if isinstance(s, RayformError):
+                raise s
+            for i in range(len(s.segments)):
+                _read_segment(s.segment(i))
+            for pack in packs:
+                if isinstance(pack, RayformError):
+                    raise pack
+                _read_pack(self.source.store, pack)
+        except RayformError:
+            return False
+        return True
+
+    def _read_everything(self) -> tuple[set[str], bool]:
+        """(the blobs reading every visible object whole touches, whether every read succeeded)."""
+        ok = True
+        with _touched() as seen:
+            for ref in self.source.segments.list():
+                for version in self.source.segments.versions(ref.id, ref.site):
+                    try:
+                        _read_segment(self.source.segments.get(ref.id, version))
+                    except RayformError:
+                        ok = False
+            for _, s in self._slices():
+                ok &= self._read_slice(s, [])
+            for pack in self._packs():
+                try:
+                    if isinstance(pack, RayformError):
+                        raise pack
+                    _read_pack(self.source.store, pack)
+                except RayformError:
+                    ok = False
+        return seen, ok
+
+    @invariant()
+    def the_walk_reaches_all_reading_touches_and_all_it_reaches_is_whole(self):
+        if not hasattr(self, "source"):
+            return
+        touched, read_ok = self._read_everything()
+        walk = {r.blob for r in store_closure(self.source.store, strict=False)}
+        assert touched <= walk, f"reading touches blobs the walk misses: {sorted(touched - walk)[:3]}"
+        report = verify(self.source.store, [(b, "walked") for b in walk])
+        bad = {p.blob for p in report.problems}
+        assert bad <= self.damaged, f"lost or corrupted, not by the test: {sorted(bad - self.damaged)[:3]}"
+        assert read_ok == (not bad & touched)
+
+    @invariant()
+    def verify_says_ok_exactly_when_a_slice_and_its_packs_read_whole(self):
+        if not hasattr(self, "source"):
+            return
+        for sid, s in self._slices():
+            packs = self._packs(sid)
+            whole = self._read_slice(s, packs)
+            if isinstance(s, RayformError):  # its manifest is bad: verify cannot begin, which says so
+                assert not whole
+                continue
+            report = verify(self.source.store, [*slice_closure(s), *(r for p in packs if not isinstance(p, RayformError)
+                                                                      for r in pack_closure(p))])
+            reported = report.ok and not any(isinstance(p, RayformError) for p in packs)
+            assert reported == whole, (sid, report.problems)
+
+    @invariant()
+    def a_pushed_slice_reads_back_identical_at_the_destination(self):
+        if not hasattr(self, "source"):
+            return
+        for slice_id in self.pushed:
+            there = self.dest.slices.get(slice_id)
+            try:
+                here = self.source.slices.get(slice_id)
+                mine = [_read_segment(here.segment(i)) for i in range(len(here.segments))]
+                packs = {p.key: _read_pack(self.source.store, p) for p in self.source.packs.list(here)}
+            except RayformError:
+                continue  # damaged here since it was pushed: the copy is what is left
+            assert [_read_segment(there.segment(i)) for i in range(len(there.segments))] == mine
+            theirs = {p.key: p for p in self.dest.packs.list(there)}
+            for key, samples in packs.items():
+                if key in theirs:
+                    assert _read_pack(self.dest.store, theirs[key]) == samples
+
+
+@pytest.fixture
+def store_states(tmp_path):
+    StoreStates._tmp = tmp_path
+    yield StoreStates
+
+
+def test_nothing_is_lost_whatever_users_do(store_states):
+    examples = int(os.environ.get("RAYFORM_STATES", "25"))
+    settings_ = settings(max_examples=examples, stateful_step_count=25, deadline=None,
+                         suppress_health_check=list(HealthCheck))
+    from hypothesis.stateful import run_state_machine_as_test
+
+    run_state_machine_as_test(store_states, settings=settings_)
