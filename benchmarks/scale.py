@@ -25,7 +25,7 @@ import numpy as np
 
 import rayform
 from rayform.converters.demo import DemoConfig, ingest_demo
-from rayform.pack.catalog import Packs
+from rayform.pack.packs import Packs
 
 SECONDS, FPS = 20.0, 15
 

@@ -22,6 +22,7 @@ from typing import Any, Protocol
 from rayform.cache.store_view import CachedStore, StoreRef
 from rayform.converters.source_files import is_url
 from rayform.errors import InvalidInput, RayformError
+from rayform.interrupts import held
 from rayform.jobs import JobRunner, finishing
 from rayform.recordings.segment_writer import SegmentRef
 from rayform.recordings.segments import Segments
@@ -203,9 +204,15 @@ def ingest(
             raise type(e)(f"{e}. Nothing of this ingest of {len(paths)} sources was stored") from None
         raise
     report.segments = [ref for r in done for ref in r.segments]
-    client.segments.record(report.segments)
-    if slice_name:
-        report.slice = client.slices.create(report.segments, name=slice_name)
+    # the commit: a catalog part per site, then the slice; a Ctrl-C meanwhile waits for both
+    with held():
+        try:
+            client.segments.record(report.segments)
+        except BaseException:
+            client.segments.discard([d for r in done for d in r.written])
+            raise
+        if slice_name:
+            report.slice = client.slices.create(report.segments, name=slice_name)
     return report
 
 

@@ -12,8 +12,11 @@ import's lock, say) and only prints it, so a wait for a job's result raises it a
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+import threading
+from collections.abc import Iterator
 
 TYPE_CHECKING = False  # not typing's: importing typing takes 15 ms, while a Ctrl-C would show a traceback
 if TYPE_CHECKING:
@@ -60,3 +63,20 @@ def answered_interrupt() -> None:
     """The command has answered the Ctrl-C (it is stopping): ``check_interrupt`` raises no more."""
     global _interrupted
     _interrupted = False
+
+
+@contextlib.contextmanager
+def held() -> Iterator[None]:
+    """A Ctrl-C during this is held until it ends, then answered as usual: what it protects (the
+    few writes that make a change visible, e.g. an ingest's catalog part and slice) happens
+    whole. Outside the main thread, or where signals cannot be held, a plain block."""
+    import signal
+
+    if not hasattr(signal, "pthread_sigmask") or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})

@@ -9,6 +9,7 @@ import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -209,6 +210,14 @@ def moving_texture(frames: int, size: int = 64, seed: int = 0) -> np.ndarray:
         y, x = (k * 2) % (big - size), (k * 3 // 2) % (big - size)
         out[k] = texture[y:y + size, x:x + size]
     return out
+
+
+def segment_manifest(client: rayform.Client, segment: Any) -> dict:
+    """A stored segment version's manifest as a dict (out of its bundle, or its loose blob)."""
+    import json
+
+    seg = client.segments.get(segment.id, segment.version)
+    return json.loads(bytes(seg.bundle.get(seg.version))) if seg.bundle else client.store.get_json_blob(seg.version)
 
 
 def recorded_video(frames: int = 12, lead: int = 0, size: int = 64, name: str = "cam/rgb",

@@ -8,6 +8,7 @@ import random
 
 import numpy as np
 import pytest
+from conftest import segment_manifest
 
 import rayform
 from hostile import forge_pack
@@ -90,7 +91,7 @@ def test_refs_and_manifests(packed, tmp_path):
     client, s, pack = packed
     rng = random.Random(SEED + 1)
     manifests = {"slice": s.manifest(), "pack": pack.manifest,
-                 "segment": client.store.get_json_blob(s.segments[0].version)}
+                 "segment": segment_manifest(client, s.segments[0])}
     for n in range(300):
         kind = rng.choice(sorted(manifests))
         doc = _mutate_doc(manifests[kind], rng)

@@ -12,6 +12,7 @@ import uuid
 
 import numpy as np
 import pytest
+from conftest import segment_manifest
 
 import rayform
 from hostile import forge_pack, run_cli, unchanged
@@ -146,7 +147,7 @@ def test_slice_manifests_with_hostile_content_are_malformed(hostile, body):
 def _edit_segment_manifest(client, s, edit):
     """The slice's first segment re-stored with ``edit`` applied to its manifest; a new slice of it."""
     seg = s.segments[0]
-    m = client.store.get_json_blob(seg.version)
+    m = segment_manifest(client, seg)
     edit(m)
     version = client.store.put_json_blob(m)
     return client.slices.create([{"id": seg.id, "version": version}], name="edited")

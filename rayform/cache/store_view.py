@@ -153,6 +153,10 @@ class CachedStore:
         self._reach_to_write(f"ref {key}")
         self.backend.put_ref(key, obj)
 
+    def delete_ref(self, key: str) -> None:
+        self._reach_to_write(f"ref {key}")
+        self.backend.delete_ref(key)
+
     def recording_new_blobs(self) -> contextlib.AbstractContextManager[list[NewBlob]]:
         """While held, the blobs written through this view that were not in the store before
         (``Store.recording_new_blobs``)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+from collections.abc import Iterator
 from typing import Any
 
 from rayform.cli.show import stream_kind
@@ -59,25 +60,75 @@ def demo(args: argparse.Namespace) -> int:
 
 
 def segments_ls(args: argparse.Namespace) -> int:
+    """The latest version of each segment, by site and name; printed as it is read (a --limit
+    stops early)."""
     client = _client(args)
-    refs = client.segments.list(args.site)
-    if args.json:
-        print(json.dumps([{"id": r.id, "version": r.version, "site": r.site, "name": r.name} for r in refs]))
-        return 0
-    if client.store.offline:
+    if args.limit is not None and args.limit < 0:
+        raise InvalidInput(f"--limit {args.limit}: a number of segments, 0 or more")
+    rows = listing(client, args.site, args.where)
+    if client.store.offline and not args.json:
         print(f"offline: the segments the cache {client.store.cache_root} holds of {client.store.display}")
-    if refs:
-        print(f"{'segment':16}  {'version':12}  {'site':12}  name")
-    for r in refs:
-        print(f"{r.id:16}  {r.version[:12]}  {r.site:12}  {r.name}")
-    if not refs:
-        print("no segments" + (f" at site {args.site!r}" if args.site else "") + f" in {client.store.display}")
+    shown = 0
+    if args.json:
+        print("[", end="")
+    for row in rows:
+        if args.limit is not None and shown >= args.limit:
+            break
+        if args.json:
+            print(("," if shown else "") + json.dumps({k: row[k] for k in ("id", "version", "site", "name", "task",
+                                                                          "duration_s")}))
+        else:
+            if not shown:
+                print(f"{'segment':16}  {'version':12}  {'site':12}  {'seconds':>8}  name", flush=True)
+            print(f"{row['id']:16}  {row['version'][:12]}  {row['site']:12}  {_seconds(row['duration_s'])}  {row['name']}")
+        shown += 1
+    if args.json:
+        print("]")
+    elif not shown:
+        print("no segments" + (f" at site {args.site!r}" if args.site else "")
+              + (f" where {args.where}" if args.where else "") + f" in {client.store.display}")
+    return 0
+
+
+def _seconds(value: float | None) -> str:
+    return f"{value:8.1f}" if value is not None else f"{'-':>8}"
+
+
+def listing(client: Client, site: str | None, where: str | None) -> Iterator[dict[str, Any]]:
+    """Each segment's latest row (catalog columns), by site and name, a batch at a time."""
+    from rayform.recordings import query
+    from rayform.recordings.segment_writer import check_site
+
+    if where is not None:
+        query.parse(where)
+    table = client.segments.catalog.latest(check_site(site) if site else None,
+                                           columns=[*query.COLUMNS_READ])
+    if where is not None:
+        table = query.select(table, where)
+    table = table.sort_by([("site", "ascending"), ("name", "ascending")])
+    for batch in table.select(["id", "version", "site", "name", "task", "duration_s"]).to_batches(4096):
+        yield from batch.to_pylist()
+
+
+def segments_compact(args: argparse.Namespace) -> int:
+    client = _client(args, writes=True)
+    catalog = client.segments.catalog
+    sites = args.site or sorted({p.site for p in catalog.parts.live()} | {r[1] for r in catalog.legacy_refs()})
+    if not sites:
+        print(f"no segments in {client.store.display}: nothing to compact")
+    for site in sites:
+        done = client.segments.compact(site)
+        if done is None:
+            print(f"site {site}: one part already ({plural(catalog.parts.live(site)[0].rows, 'row')})")
+        else:
+            print(f"site {site}: {plural(len(done.replaces), 'part')} and {plural(done.legacy, 'per-segment ref')} "
+                  f"folded into one of {plural(done.part.rows, 'row')} ({done.part.key})")
     return 0
 
 
 def slices_create(args: argparse.Namespace) -> int:
     client = _client(args, writes=True)
-    slice_ = client.slices.create(args.segment, site=args.site or None, name=args.name)
+    slice_ = client.slices.create(args.segment, site=args.site or None, name=args.name, where=args.where)
     print(slice_.id)
     return 0
 

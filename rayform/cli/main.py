@@ -78,14 +78,22 @@ def _parser() -> argparse.ArgumentParser:
     shw.set_defaults(run=c.show)
 
     seg = _command(sub, common, "segments", help="segments in the store").add_subparsers(dest="action", required=True)
-    ls = _command(seg, common, "ls", help="list segments (latest versions)")
+    ls = _command(seg, common, "ls", help="list segments (latest versions), by site and name")
     ls.add_argument("--site", help="only this site's segments")
+    ls.add_argument("--where", metavar="QUERY", help="only those a query selects, e.g. \"task ~ 'pick' and duration > 10\"")
+    ls.add_argument("--limit", type=int, metavar="N", help="only the first N")
     ls.add_argument("--json", action="store_true", help="one JSON list, for scripts")
     ls.set_defaults(run=c.segments_ls)
+    cp = _command(seg, common, "compact", help="fold a site's catalog parts (and per-segment refs) into one")
+    cp.add_argument("--site", action="append", default=[], help="this site (repeatable; default: every site)")
+    cp.set_defaults(run=c.segments_compact)
 
     sl = _command(sub, common, "slices", help="slices in the store").add_subparsers(dest="action", required=True)
     cr = _command(sl, common, "create", help="create a slice; prints its id")
     cr.add_argument("--site", action="append", default=[], help="every segment at this site (repeatable)")
+    cr.add_argument("--where", metavar="QUERY",
+                    help="every segment a query over the catalog selects (at --site, else everywhere), e.g. "
+                         "\"task ~ 'pick' and duration > 10 and meta.success\"")
     cr.add_argument("--segment", action="append", default=[], help="a segment id, or id@version (repeatable)")
     cr.add_argument("--name", help="a name for the slice (part of its content, so of its id)")
     cr.set_defaults(run=c.slices_create)

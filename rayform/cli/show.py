@@ -18,7 +18,7 @@ import numpy as np
 from rayform.cli.words import dtype_in_words, plural
 from rayform.client import Client
 from rayform.pack import Pack
-from rayform.pack.catalog import preferred
+from rayform.pack.packs import preferred
 from rayform.recordings.segment_reader import Segment
 from rayform.recordings.streams import StreamInfo
 from rayform.sizes import format_size

@@ -59,10 +59,9 @@ def _pull(client: Client, slice_id: str, fps: float | None, progress: bool, key:
         return report
     cache = store.cache
     cache.remove_stale_temporaries()
-    for seg in slice_.segments:
-        store.get_blob(seg.version)  # segment manifests: small, and `slices show` wants them
-    for sid, site in dict.fromkeys((seg.id, seg.site) for seg in slice_.segments):
-        client.segments.versions(sid, site)  # their refs: offline, `segments ls` lists what the cache holds
+    for where in dict.fromkeys(seg.bundle or seg.version for seg in slice_.segments):
+        store.local_blob(where)  # segment manifests (their bundles, or loose): `slices show` wants them
+    client.segments.catalog.table(columns=["id"])  # its parts: offline, `segments ls` lists what the cache holds
     blobs = list(dict.fromkeys(d for p in packs for d in pack_data(p)))
     sizes = {s.sha256: s.bytes for p in packs for s in p.shards}
     todo = [d for d in blobs if not cache.has(d)]

@@ -23,7 +23,6 @@ from rayform.client import Client
 from rayform.errors import BlobNotFound, IntegrityError, InvalidInput, NotFound, PackNotFound
 from rayform.ops.references import pack_closure, slice_closure, unique
 from rayform.pack import Pack
-from rayform.recordings.segment_writer import SegmentRef
 from rayform.recordings.slices import Slice
 
 THREADS = 8  # blobs copied at once: object stores answer each request with a latency
@@ -83,14 +82,11 @@ def _copy(source: Client, dest: Client, digest: str, what: str, slice_id: str) -
 
 def _push_refs(source: Client, slice_: Slice, packs: list[Pack], dest: Client, report: PushReport) -> None:
     """The refs, once every blob they name is in the destination: segments, packs, the slice."""
-    chosen: dict[str, list[str]] = {}
-    for s in slice_.segments:
-        chosen.setdefault(s.id, []).append(s.version)
-    for sid, versions in chosen.items():
-        seg = source.segments.get(sid, versions[0])
-        order = source.segments.versions(sid, seg.site)
-        order += [v for v in versions if v not in order]
-        dest.segments.record_versions(SegmentRef(sid, versions[-1], seg.site, seg.name), versions, order)
+    chosen = list(dict.fromkeys((s.id, s.version) for s in slice_.segments))
+    rows = source.segments.catalog.rows(chosen)
+    # a version only a per-segment ref lists (an older store) has its row made from its manifest
+    dest.segments.record_versions([row if row is not None else source.segments.row_of(sid, version, recorded=0)
+                                   for (sid, version), row in zip(chosen, rows)])
     for pack in packs:
         key = f"refs/packs/{slice_.id}/{pack.key}.json"
         if _names_another(dest, key, pack.digest):

@@ -4,15 +4,18 @@ and the cache's accounting use, and nothing else.
 A store's roots are its refs. Each kind of object names blobs, and only these functions say
 which:
 
-- a **segment version**: its manifest, and each of its streams' blobs as the stream entry
-  declares them (``StreamInfo.blobs``: timestamps, data chunks, frame sizes, a video's packet
-  index; anything a new kind of stream adds is declared there, and a test stores every kind
-  and checks that what was written is what this walk reaches);
+- a **segment version**: its manifest, or the bundle holding it (``store.bundle``: its small
+  arrays are members too), and each of its streams' blobs that are not in that bundle, as
+  the stream entry declares them (``StreamInfo.blobs``: timestamps, data chunks, frame sizes,
+  a video's packet index; anything a new kind of stream adds is declared there, and a test
+  stores every kind and checks that what was written is what this walk reaches);
 - a **slice**: its manifest and every segment version it selects;
-- a **pack**: its manifest, shards (a video pack's clips are shard members), offset index
-  and chunk digests (its statistics are in the manifest);
-- a **store**: every slice and pack ref's closure, and every version every segment ref lists
-  (old versions stay readable).
+- a **pack**: its manifest, shards (a video pack's clips are shard members), offset index,
+  chunk digests and, for a large slice's, its segments' entries (its statistics are in the
+  manifest);
+- a **catalog part**: its Parquet blob, and every version its rows list;
+- a **store**: every slice, pack and catalog part ref's closure, and every version every
+  per-segment ref of an older store lists (old versions stay readable).
 
 A manifest that cannot be read reaches nothing more. What a caller does about that is its
 own: ``verify`` reports the manifest itself (it is in the walk), ``gc`` and ``push`` pass
@@ -27,6 +30,7 @@ from typing import NamedTuple
 from rayform.cache.store_view import CachedStore
 from rayform.errors import NotFound, RayformError
 from rayform.pack import Pack, Packs
+from rayform.recordings.catalog import catalog_of
 from rayform.recordings.segments import Segments
 from rayform.recordings.slices import Slice, Slices
 
@@ -38,27 +42,35 @@ class Reference(NamedTuple):
     what: str
 
 
-def segment_version(store: CachedStore, segment_id: str, version: str, *, strict: bool = False) -> Iterator[Reference]:
-    """A segment version's manifest and every blob its streams name."""
-    yield Reference(version, f"segment {segment_id} manifest")
+def segment_version(store: CachedStore, segment_id: str, version: str, *, bundle: str | None = None,
+                    strict: bool = False) -> Iterator[Reference]:
+    """A segment version's manifest, or the bundle holding it (``bundle``, or where the catalog
+    says), and every blob its streams name that is not in that bundle."""
+    if bundle is None:
+        where = catalog_of(store).locate(segment_id, version)
+        bundle = where.bundle if where is not None else None
+    yield Reference(bundle or version, f"segment {segment_id} {'bundle' if bundle else 'manifest'}")
     try:
-        seg = Segments(store).get(segment_id, version)
+        seg = Segments(store).get(segment_id, version, bundle=bundle)
     except NotFound:
-        return  # a version whose manifest is gone reaches nothing more
+        return  # a version whose manifest (or bundle) is gone reaches nothing more
     except RayformError:
         if strict:
             raise
         return  # the manifest itself is reported bad
     for name, info in seg.streams.items():
         for blob, role in info.blobs():
-            yield Reference(blob, f"segment {segment_id} stream {name} {role}")
+            if seg.bundle is None or blob not in seg.bundle:
+                yield Reference(blob, f"segment {segment_id} stream {name} {role}")
 
 
 def slice_closure(slice_: Slice, *, strict: bool = False) -> Iterator[Reference]:
     """A slice's manifest and every segment version it selects, with what those name."""
     yield Reference(slice_.digest, f"{slice_.id} manifest")
-    for s in dict.fromkeys((s.id, s.version) for s in slice_.segments):
-        yield from segment_version(slice_.store, *s, strict=strict)
+    if slice_.table_blob is not None:
+        yield Reference(slice_.table_blob, f"{slice_.id} segments table")
+    for sid, version, bundle in dict.fromkeys((s.id, s.version, s.bundle) for s in slice_.segments):
+        yield from segment_version(slice_.store, sid, version, bundle=bundle, strict=strict)
 
 
 def pack_closure(pack: Pack) -> Iterator[Reference]:
@@ -69,6 +81,8 @@ def pack_closure(pack: Pack) -> Iterator[Reference]:
     yield Reference(pack.index_blob, f"pack {pack.key} index")
     if pack.chunk_blob is not None:
         yield Reference(pack.chunk_blob, f"pack {pack.key} chunk digests")
+    if pack.segments_blob is not None:
+        yield Reference(pack.segments_blob, f"pack {pack.key} segments")
 
 
 def pack_data(pack: Pack) -> list[str]:
@@ -77,10 +91,11 @@ def pack_data(pack: Pack) -> list[str]:
 
 
 def store_closure(store: CachedStore, *, strict: bool = True) -> Iterator[Reference]:
-    """Everything the store's refs reach: every slice, every pack (of any slice), every version
-    of every segment. ``strict`` (gc's): a ref or manifest that cannot be read raises; else the
+    """Everything the store's refs reach: every slice, every pack (of any slice), every catalog
+    part and every version its rows list (which names its bundle), every version a per-segment
+    ref lists. ``strict`` (gc's): a ref or manifest that cannot be read raises; else the
     manifest is yielded and reaches nothing more (see the module's docstring)."""
-    slices, packs, segments = Slices(store), Packs(store), Segments(store)
+    slices, packs, catalog = Slices(store), Packs(store), catalog_of(store)
     for sid, digest, _ in slices.refs():
         try:
             yield from slice_closure(slices.get(sid), strict=strict)
@@ -95,9 +110,16 @@ def store_closure(store: CachedStore, *, strict: bool = True) -> Iterator[Refere
             if strict:
                 raise
             yield Reference(ref.manifest, f"pack {ref.key} of {ref.slice_id} manifest")
-    for seg in segments.list():
-        for version in segments.versions(seg.id, seg.site):
-            yield from segment_version(store, seg.id, version, strict=strict)
+    for part in catalog.parts.listed():
+        yield Reference(part.part, f"catalog part {part.key} of site {part.site}")
+    try:
+        rows = catalog.table(columns=["id", "version"])
+    except RayformError:
+        if strict:
+            raise
+        return
+    for segment_id, version in dict.fromkeys(zip(rows.column("id").to_pylist(), rows.column("version").to_pylist())):
+        yield from segment_version(store, segment_id, version, strict=strict)
 
 
 def unique(references: Iterable[Reference]) -> dict[str, str]:

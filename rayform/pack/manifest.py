@@ -15,13 +15,14 @@ from typing import Any
 import numpy as np
 
 from rayform import names
-from rayform.errors import Malformed
+from rayform.errors import InvalidInput, Malformed
 from rayform.pack import layout
 from rayform.pack.layout import StreamSchema
 from rayform.pack.spec import PACK_FORMAT, PackSpec
 from rayform.pack.stats import StreamStats, stats_of
 from rayform.untrusted import array_list, integer, mapping, parsing
 
+SEGMENTS_APART = 10_000  # a pack of a slice this large keeps its per-segment entries in a blob of their own
 MAX_SHARD_BYTES = 1 << 40
 MAX_SAMPLES = 1 << 40
 CHUNK_BYTES = (1 << 12, 1 << 26)  # the smallest and largest chunk size a manifest may give
@@ -46,11 +47,21 @@ class SegmentCount:
     dropped: Mapping[str, int]
 
 
+def segment_entries(segments: Sequence[SegmentCount]) -> list[dict[str, Any]]:
+    """What a pack says of each segment of its slice (in its manifest, or for a slice of
+    ``SEGMENTS_APART`` or more, in a blob of its own: ``write_manifest``'s ``segments_blob``)."""
+    return [{"id": s.id, "version": s.version, "site": s.site, "samples": s.samples, "instants": s.instants,
+             "dropped": dict(s.dropped)} for s in segments]
+
+
 def write_manifest(*, slice_id: str, slice_digest: str, spec: PackSpec, schema: Mapping[str, StreamSchema],
                    members: Sequence[str], shards: Sequence[ShardInfo], index: str, chunk_bytes: int, chunks: str,
-                   stats: Mapping[str, StreamStats], segments: Sequence[SegmentCount]) -> dict[str, Any]:
+                   stats: Mapping[str, StreamStats], segments: Sequence[SegmentCount],
+                   segments_blob: str | None = None) -> dict[str, Any]:
     """The manifest of a pack, as the packer stores it and ``Pack`` reads it back (one form, here):
-    ``index`` names the offset index blob, ``chunks`` the blob of chunk digests."""
+    ``index`` names the offset index blob, ``chunks`` the blob of chunk digests, and
+    ``segments_blob`` (a large slice's) the blob of ``segment_entries``, which every process
+    opening the pack would otherwise parse."""
     by_stream: dict[str, int] = {}
     for s in segments:
         for name, n in s.dropped.items():
@@ -67,8 +78,8 @@ def write_manifest(*, slice_id: str, slice_digest: str, spec: PackSpec, schema: 
         "stats": {k: v.to_manifest() for k, v in stats.items()},
         "instants": sum(s.instants for s in segments),
         "dropped": {"instants": sum(s.instants - s.samples for s in segments), "by_stream": by_stream},
-        "segments": [{"id": s.id, "version": s.version, "site": s.site, "samples": s.samples, "instants": s.instants,
-                      "dropped": dict(s.dropped)} for s in segments],
+        "segments": segment_entries(segments) if segments_blob is None else {"blob": segments_blob,
+                                                                               "count": len(segments)},
     }
 
 
@@ -105,8 +116,15 @@ class Pack:
         # they take ~1 KB a segment in every process that holds the pack (and a DataLoader
         # worker's RSS counts its parent's heap): 33 MB for a slice of 33,000 episodes, 1 here
         self._manifest = {k: v for k, v in manifest.items() if k != "segments"}
-        self._segments = zlib.compress(json.dumps(list(array_list(manifest, "segments", what)),
-                                                  separators=(",", ":")).encode(), 1)
+        self.segments_blob: str | None = None  # a large slice's per-segment entries, apart
+        listed = manifest.get("segments")
+        if isinstance(listed, Mapping):
+            self.segments_blob = names.digest(listed.get("blob"), f"{what}: segments")
+            self._apart = integer(listed, "count", what, 1, MAX_SAMPLES)
+            self._segments = b""
+        else:
+            self._segments = zlib.compress(json.dumps(list(array_list(manifest, "segments", what)),
+                                                      separators=(",", ":")).encode(), 1)
         self.slice_id: str = names.slice_id(manifest.get("slice"), f"{what}: slice")
         with parsing(what):
             self.spec = PackSpec.from_manifest(dict(mapping(manifest.get("spec"), f"{what}: spec")))
@@ -141,13 +159,28 @@ class Pack:
     @property
     def manifest(self) -> dict[str, Any]:
         """The manifest as stored."""
+        if self.segments_blob is not None:
+            return {**self._manifest, "segments": {"blob": self.segments_blob, "count": self._apart}}
         return {**self._manifest, "segments": self.segments}
 
     @property
     def segments(self) -> list[dict[str, Any]]:
-        """Per segment of the slice: id, version, site, samples, instants, dropped."""
+        """Per segment of the slice: id, version, site, samples, instants, dropped (of a pack
+        whose entries are apart, a blob of their own: ``segments_of``)."""
+        if self.segments_blob is not None:
+            raise InvalidInput(f"pack {self.key}: its {self._apart} segments' entries are a blob of their own. "
+                               "Read them with pack.segments_of(store)")
         result: list[dict[str, Any]] = json.loads(zlib.decompress(self._segments))
         return result
+
+    def segments_of(self, store: Any) -> list[dict[str, Any]]:
+        """``segments``, wherever they are (``store``: the pack's, for a blob of them)."""
+        if self.segments_blob is None:
+            return self.segments
+        entries = json_document_list(store.get_blob(self.segments_blob), f"segments of pack {self.key}")
+        if len(entries) != self._apart:
+            raise Malformed(f"pack {self.key}: {len(entries)} segments' entries, its manifest says {self._apart}")
+        return entries
 
     @staticmethod
     def _chunks(doc: Any, what: str) -> tuple[int, str | None]:
@@ -193,3 +226,14 @@ class Pack:
     @property
     def chunk_count(self) -> int:
         return int(self.chunk_starts[-1])
+
+
+def json_document_list(data: bytes, what: str) -> list[dict[str, Any]]:
+    """A JSON list of objects (untrusted: one Malformed if it is not)."""
+    try:
+        doc = json.loads(data)
+    except ValueError as e:
+        raise Malformed(f"{what}: not JSON ({e})") from None
+    if not isinstance(doc, list) or not all(isinstance(d, dict) for d in doc):
+        raise Malformed(f"{what}: not a list of objects")
+    return doc

@@ -20,23 +20,46 @@ from rayform.pack.spec import VIDEO_CODECS, PackSpec
 from rayform.packer.clips import frame_indices
 from rayform.packer.plan import SegmentPlan
 from rayform.recordings.segment_reader import Segment
+from rayform.recordings.streams import StreamInfo
 
 
-def video_schema(name: str, segments: list[Segment], plans: list[SegmentPlan], spec: PackSpec) -> VideoSchema | None:
-    """How stream ``name`` (an image stream of every segment) is packed as video; None: as images."""
-    info = segments[0].streams[name]
-    rgb = info.dtype == "|u1" and tuple(info.shape[2:]) == (3,)
-    if spec.image_codec in VIDEO_CODECS:
-        return _encoded(spec.image_codec, spec, None) if rgb else None
-    if spec.image_codec != "keep" or not any(seg.streams[name].is_video for seg in segments):
-        return None
-    why = _why_not_kept(name, segments, plans, spec)
-    if why is None:
-        video = segments[0].streams[name].video
-        assert video is not None
-        return VideoSchema(video.codec, spec.clip_frames, kept=True,
-                           gop=max(seg.video(name).keyframe_gap() for seg in segments))
-    return _encoded("h264", spec, why)
+class VideoFacts:
+    """How camera ``name`` is packed as video (``schema``; None: as images), decided from its
+    segments as they come (``add``): whether every one keeps its packets where the pack's
+    samples want them, and their codecs and keyframe gaps."""
+
+    def __init__(self, name: str, spec: PackSpec):
+        self.name, self.spec = name, spec
+        self.any_video = False
+        self.why: str | None = f"resized to {spec.resize[1]}x{spec.resize[0]}" if spec.resize is not None else None
+        self.codecs: set[str] = set()
+        self.gap = 0
+
+    def add(self, seg: Segment, plan: SegmentPlan) -> None:
+        info = seg.streams[self.name]
+        self.any_video |= info.video is not None
+        if self.spec.image_codec != "keep":
+            return
+        if info.video is not None:
+            self.codecs.add(info.video.codec)
+            self.gap = max(self.gap, seg.video(self.name).keyframe_gap())
+        if self.why is None:
+            self.why = _why_not_kept(self.name, seg, plan, self.spec)
+
+    def schema(self, first: StreamInfo) -> VideoSchema | None:
+        spec = self.spec
+        rgb = first.dtype == "|u1" and tuple(first.shape[2:]) == (3,)
+        if spec.image_codec in VIDEO_CODECS:
+            return _encoded(spec.image_codec, spec, None) if rgb else None
+        if spec.image_codec != "keep" or not self.any_video:
+            return None
+        why = self.why or (f"recorded as {' and '.join(sorted(self.codecs))} in different segments"
+                           if len(self.codecs) > 1 else None)
+        if why is None:
+            video = first.video
+            assert video is not None
+            return VideoSchema(video.codec, spec.clip_frames, kept=True, gop=self.gap)
+        return _encoded("h264", spec, why)
 
 
 def _encoded(codec: str, spec: PackSpec, why: str | None) -> VideoSchema:
@@ -44,27 +67,20 @@ def _encoded(codec: str, spec: PackSpec, why: str | None) -> VideoSchema:
     return VideoSchema(codec, spec.clip_frames, False, settings.crf, settings.preset, why, gop=spec.clip_frames)
 
 
-def _why_not_kept(name: str, segments: list[Segment], plans: list[SegmentPlan], spec: PackSpec) -> str | None:
-    if spec.resize is not None:
-        return f"resized to {spec.resize[1]}x{spec.resize[0]}"
-    codecs = set()
-    for seg, plan in zip(segments, plans):
-        info = seg.streams[name]
-        if info.video is None:
-            return f"recorded as {info.encoding} frames in {seg.id}"
-        codecs.add(info.video.codec)
-        if info.video.reorders:
-            return f"its packets are reordered (B-frames) in {seg.id}"
-        stored = seg.video(name)
-        gap = stored.keyframe_gap()
-        if gap > spec.clip_frames:
-            return f"its keyframes are up to {gap} frames apart in {seg.id} (a clip holds {spec.clip_frames})"
-        if len(plan.times) > 1:
-            now = frame_indices(seg, name, spec, plan.times, np.zeros((len(plan.times), 0), np.int64))[:, 0]
-            steps = np.diff(now)
-            if np.any(steps != 1):
-                skipped = "skips frames" if np.any(steps > 1) else "shows frames twice"
-                return f"at {spec.fps:g} fps the pack's grid {skipped} of its video in {seg.id}"
-    if len(codecs) > 1:
-        return f"recorded as {' and '.join(sorted(codecs))} in different segments"
+def _why_not_kept(name: str, seg: Segment, plan: SegmentPlan, spec: PackSpec) -> str | None:
+    """Why one segment's recorded packets cannot be the pack's clips (None: they can)."""
+    info = seg.streams[name]
+    if info.video is None:
+        return f"recorded as {info.encoding} frames in {seg.id}"
+    if info.video.reorders:
+        return f"its packets are reordered (B-frames) in {seg.id}"
+    gap = seg.video(name).keyframe_gap()
+    if gap > spec.clip_frames:
+        return f"its keyframes are up to {gap} frames apart in {seg.id} (a clip holds {spec.clip_frames})"
+    if len(plan.times) > 1:
+        now = frame_indices(seg, name, spec, plan.times, np.zeros((len(plan.times), 0), np.int64))[:, 0]
+        steps = np.diff(now)
+        if np.any(steps != 1):
+            skipped = "skips frames" if np.any(steps > 1) else "shows frames twice"
+            return f"at {spec.fps:g} fps the pack's grid {skipped} of its video in {seg.id}"
     return None

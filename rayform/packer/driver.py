@@ -30,23 +30,29 @@ from rayform import config
 from rayform.cache.store_view import CachedStore
 from rayform.errors import InvalidInput, NotFound
 from rayform.jobs import JobRunner
-from rayform.pack.catalog import Packs
-from rayform.pack.layout import StreamSchema, clip_members, members_of
-from rayform.pack.manifest import Pack, SegmentCount, ShardInfo, pack_ref, write_manifest
+from rayform.pack.layout import clip_members, members_of
+from rayform.pack.manifest import (
+    SEGMENTS_APART,
+    Pack,
+    SegmentCount,
+    ShardInfo,
+    pack_ref,
+    segment_entries,
+    write_manifest,
+)
+from rayform.pack.packs import Packs
 from rayform.pack.spec import PackSpec
 from rayform.packer import estimate
 from rayform.packer import tar_writer as shard_files
 from rayform.packer.assemble import ShardJob, write_shard
-from rayform.packer.camera_codec import video_schema
 from rayform.packer.measure import merge as merge_stats
 from rayform.packer.measure import quantile_stride
 from rayform.packer.placement import ClipLayout, ShardLayout
-from rayform.packer.plan import SegmentPlan, Task, plan_segment, resolve_streams, tasks_of
-from rayform.packer.render import member_format
+from rayform.packer.plan import SegmentPlan, Task, tasks_of
 from rayform.packer.runs import Piece, RunJob, RunResult, render_run
 from rayform.packer.scratch import SCRATCH, LocalScratch, Scratch, StoreScratch, writing
+from rayform.packer.survey import survey
 from rayform.packer.tar_writer import ShardFile
-from rayform.recordings.segment_reader import Segment
 from rayform.recordings.slices import Slice
 from rayform.store.atomic import scratch_dir, sweep_scratch
 
@@ -76,16 +82,13 @@ def pack_slice(
 def _render_pack(slice_: Slice, spec: PackSpec, executor: Executor | None, workers: int | None,
                  progress: bool) -> Pack:
     store = slice_.store
-    segments = [slice_.segment(i) for i in range(len(slice_.segments))]
-    streams = resolve_streams(segments, spec.streams)
-    spec = dataclasses.replace(spec, streams=streams)
-    plans = [plan_segment(i, seg, slice_.segments[i], spec) for i, seg in enumerate(segments)]
-    schema = _schema(segments, plans, spec)
+    surveyed = survey(slice_, spec)  # one pass over the segments: their plans, the schema
+    spec, plans, schema = surveyed.spec, surveyed.plans, surveyed.schema
+    streams = spec.streams or ()
     video = any(s.video is not None for s in schema.values())
     if video:  # tasks and runs start on a clip's first sample (``packer.clips``)
         spec = dataclasses.replace(spec, samples_per_task=-(-spec.samples_per_task // spec.clip_frames)
                                    * spec.clip_frames)
-    del segments
     total = sum(len(p.times) for p in plans)
     if total == 0:
         raise InvalidInput(
@@ -137,11 +140,13 @@ def _render_pack(slice_: Slice, spec: PackSpec, executor: Executor | None, worke
         if s.video is not None:
             counted = dataclasses.replace(s.video, packet_bytes=sum(r.video_bytes.get(name, 0) for r in runs))
             schema[name] = dataclasses.replace(s, video=counted)
+    counts = [SegmentCount(p.segment_id, p.version, p.site, len(p.times), p.instants, p.dropped) for p in plans]
+    apart = store.put_json_blob(segment_entries(counts)) if len(counts) >= SEGMENTS_APART else None
     manifest = write_manifest(
         slice_id=slice_.id, slice_digest=slice_.digest, spec=spec, schema=schema, members=members,
         shards=[ShardInfo(s.sha256, s.bytes, s.samples) for s in shards], index=index_blob(store, shards),
         chunk_bytes=shard_files.CHUNK_BYTES, chunks=store.put_blob(b"".join(s.chunks for s in shards)), stats=stats,
-        segments=[SegmentCount(p.segment_id, p.version, p.site, len(p.times), p.instants, p.dropped) for p in plans])
+        segments=counts, segments_blob=apart)
     digest = store.put_json_blob(manifest)
     made = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="microseconds")
     store.put_ref(f"refs/packs/{slice_.id}/{spec.key()}.json", pack_ref(digest, spec, made))
@@ -196,8 +201,10 @@ def _runs(plans: list[SegmentPlan], samples_per_task: int, per_run: int, clip: i
                     run, filled = [], 0
                     continue
                 run.append(Piece(plan.segment_id, span, Task(task.position, task.version, task.start,
-                                                              task.times[:take], task.grid_index[:take]), first))
-                task = Task(task.position, task.version, task.start + take, task.times[take:], task.grid_index[take:])
+                                                              task.times[:take], task.grid_index[:take], task.bundle),
+                                 first))
+                task = Task(task.position, task.version, task.start + take, task.times[take:], task.grid_index[take:],
+                            task.bundle)
                 first += take
                 filled += take
                 if filled == per_run:
@@ -223,28 +230,3 @@ def _sweep(store: CachedStore) -> None:
     if store.cache is not None:
         store.cache.remove_stale_temporaries()
     sweep_scratch(SCRATCH)
-
-
-def _schema(segments: list[Segment], plans: list[SegmentPlan], spec: PackSpec) -> dict[str, StreamSchema]:
-    first = segments[0]
-    out = {}
-    for name in spec.streams or ():
-        info = first.streams[name]
-        for seg in segments[1:]:
-            other = seg.streams[name]
-            if other.kind != info.kind:
-                raise InvalidInput(f"stream {name}: {info.kind} in {first.id} but {other.kind} in {seg.id}")
-            if other.shape != info.shape and not (info.is_image and spec.resize):
-                raise InvalidInput(
-                    f"stream {name}: shape {info.shape} in {first.id} but {other.shape} in {seg.id}; "
-                    + ("pack with a resize" if info.is_image else "they cannot share a pack")
-                )
-        member = name.replace("/", ".")
-        if info.is_image:
-            shape = info.shape if not spec.resize else tuple(spec.resize) + tuple(info.shape[2:])
-            video = video_schema(name, segments, plans, spec)
-            fmt = "clip" if video is not None else member_format(info.encoding or "raw", info.dtype, spec)
-            out[name] = StreamSchema(name, "image", f"{member}.{fmt}", info.dtype, shape, video=video)
-        else:
-            out[name] = StreamSchema(name, info.kind, member, info.dtype, info.shape, info.units, info.names, info.frame)
-    return out

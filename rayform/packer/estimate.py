@@ -32,7 +32,7 @@ def sample_bytes(store_ref: StoreRef, slice_id: str, spec: PackSpec, schema: dic
     chosen = [kept[i] for i in np.unique(np.linspace(0, len(kept) - 1, min(SEGMENTS, len(kept))).round().astype(int))]
     per_segment = []
     for plan in chosen:
-        seg = open_segment(store_ref, plan.version, plan.segment_id)
+        seg = open_segment(store_ref, plan.version, plan.segment_id, plan.bundle)
         recorded = {n for n, s in schema.items() if s.kind == "image" and s.video is None and
                     as_recorded(seg, n, s, spec)}
         frames = sum((1 + spec.max_history) * float(np.mean(BLOCK + padded(seg.frame_sizes(n))))
@@ -40,7 +40,7 @@ def sample_bytes(store_ref: StoreRef, slice_id: str, spec: PackSpec, schema: dic
         if any(s.video is not None for s in schema.values()):  # a clip's samples, as rendered
             clip = render_task(store_ref, plan.segment_id, slice_id, spec, schema, (int(plan.times[0]), plan.end_ns),
                                Task(plan.position, plan.version, 0, plan.times[:spec.clip_frames],
-                                    plan.grid_index[:spec.clip_frames]))
+                                    plan.grid_index[:spec.clip_frames], plan.bundle))
             per_segment.append(float(np.mean([sum(BLOCK + padded(len(data)) for data in members.values() if len(data))
                                               for _, members in clip.samples])))
             continue
@@ -48,7 +48,7 @@ def sample_bytes(store_ref: StoreRef, slice_id: str, spec: PackSpec, schema: dic
         rendered = render_task(store_ref, plan.segment_id, slice_id, spec,
                                {n: s for n, s in schema.items() if n not in recorded},
                                (int(plan.times[0]), plan.end_ns),
-                               Task(plan.position, plan.version, 0, plan.times[k], plan.grid_index[k]))
+                               Task(plan.position, plan.version, 0, plan.times[k], plan.grid_index[k], plan.bundle))
         rest = np.mean([sum(BLOCK + padded(len(data)) for data in members.values())
                         for _, members in rendered.samples])
         per_segment.append(frames + float(rest))

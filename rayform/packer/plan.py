@@ -10,7 +10,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rayform.errors import InvalidInput
 from rayform.pack.spec import PackSpec
 from rayform.packer import align
 from rayform.recordings.segment_reader import Segment
@@ -30,6 +29,7 @@ class SegmentPlan:
     instants: int  # instants on the grid before any was dropped
     dropped: dict[str, int]  # per stream: instants it made stale
     end_ns: int  # where future windows stop: the slice's end of the segment, if it has one
+    bundle: str | None = None  # the bundle holding its manifest and small arrays (None: loose)
 
     @property
     def dropped_instants(self) -> int:
@@ -45,6 +45,7 @@ class Task:
     start: int  # first sample of the run within the segment's plan
     times: np.ndarray
     grid_index: np.ndarray
+    bundle: str | None = None  # the segment's bundle (``SegmentPlan.bundle``)
 
 
 def plan_segment(position: int, seg: Segment, sel: SliceSegment, spec: PackSpec) -> SegmentPlan:
@@ -74,27 +75,12 @@ def plan_segment(position: int, seg: Segment, sel: SliceSegment, spec: PackSpec)
     # arrays recorded after the last camera frame are real data, not padding.
     window_end = sel.end_ns if sel.end_ns is not None else np.iinfo(np.int64).max
     return SegmentPlan(position, seg.id, seg.version, seg.site, t[k], k.astype(np.int64), len(t), dropped,
-                       int(window_end))
+                       int(window_end), seg.bundle.digest if seg.bundle is not None else None)
 
 
 def tasks_of(plan: SegmentPlan, samples_per_task: int) -> list[Task]:
     return [
         Task(plan.position, plan.version, i, plan.times[i : i + samples_per_task],
-             plan.grid_index[i : i + samples_per_task])
+             plan.grid_index[i : i + samples_per_task], plan.bundle)
         for i in range(0, len(plan.times), samples_per_task)
     ]
-
-
-def resolve_streams(segments: list[Segment], asked: tuple[str, ...] | None) -> tuple[str, ...]:
-    """The streams to pack: those asked for (each in every segment), or those all share."""
-    if asked:
-        for seg in segments:
-            for name in asked:
-                seg.stream(name)  # StreamNotFound names the segment and what it has
-        return tuple(asked)
-    common = set(segments[0].streams)
-    for seg in segments[1:]:
-        common &= set(seg.streams)
-    if not common:
-        raise InvalidInput("slice: its segments share no stream; name the streams to pack")
-    return tuple(sorted(common))

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from rayform.cache.store_view import StoreRef
+from rayform.cache.store_view import CachedStore, StoreRef
 from rayform.codec import imagecodec, records
 from rayform.pack.layout import CLIPS, LOWDIM, StreamSchema, history_member
 from rayform.pack.spec import PackSpec
@@ -56,10 +56,16 @@ def sample_key(segment_id: str, version: str, grid_index: int) -> str:
 _SEGMENTS: OrderedDict[tuple[str, str], Segment] = OrderedDict()
 
 
-def open_segment(store_ref: StoreRef, version: str, segment_id: str) -> Segment:
+_STORES: dict[StoreRef, CachedStore] = {}
+
+
+def open_segment(store_ref: StoreRef, version: str, segment_id: str, bundle: str | None = None) -> Segment:
     key = (store_ref.url, version)
     if key not in _SEGMENTS:
-        _SEGMENTS[key] = Segments(store_ref.open()).get(segment_id, version)
+        store = _STORES.get(store_ref)
+        if store is None:  # opened once per process: a run renders thousands of short segments
+            store = _STORES[store_ref] = store_ref.open()
+        _SEGMENTS[key] = Segments(store).get(segment_id, version, bundle=bundle)
         while len(_SEGMENTS) > 2:  # each keeps up to segments.BLOBS_KEPT_BYTES
             _SEGMENTS.popitem(last=False)
     return _SEGMENTS[key]
@@ -84,7 +90,7 @@ def render_task(
     """The samples of one task, and the arrays their records hold (for the statistics);
     ``span``: the segment's first sample's instant (history stops there) and where future
     windows stop."""
-    seg = open_segment(store_ref, task.version, segment_id)
+    seg = open_segment(store_ref, task.version, segment_id, task.bundle)
     start_ns, end_ns = span
     t = task.times
     # history: the instants t − j/fps, j = 1 … max_history, held at the segment's first sample

@@ -71,10 +71,13 @@ def render_run(job: RunJob) -> RunResult:
     positions = []
     stats = RunStats(job.schema, job.quantile_stride)
     video_bytes: dict[str, int] = {}
+    # a run's pieces are consecutive in rendering order: their places in the pack, in one go
+    first = job.pieces[0].first if job.pieces else 0
+    places = job.layout.positions(first, first + sum(len(piece.task.times) for piece in job.pieces))
     for piece in job.pieces:
         rendered = render_task(job.store_ref, piece.segment_id, job.slice_id, job.spec, job.schema, piece.span,
                                piece.task)
-        where = job.layout.positions(piece.first, piece.first + len(rendered.samples))
+        where = places[piece.first - first:piece.first - first + len(rendered.samples)]
         positions.append(where)
         stats.add(rendered.arrays, where)
         for name, n in rendered.video_bytes.items():

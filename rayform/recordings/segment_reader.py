@@ -19,7 +19,8 @@ from rayform.cache.store_view import CachedStore
 from rayform.codec import imagecodec, records
 from rayform.errors import InvalidInput, Malformed, StreamNotFound
 from rayform.recordings.stored_video import StoredVideo
-from rayform.recordings.streams import StreamInfo
+from rayform.recordings.streams import StreamInfo, task_of
+from rayform.store.bundle import Bundle
 from rayform.untrusted import mapping, string
 
 # What a segment keeps of its blobs once read: every stream's timestamps, values and frame
@@ -33,11 +34,12 @@ T = TypeVar("T")
 class Segment:
     """One stored segment version: its manifest, and its stream data read on demand."""
 
-    def __init__(self, store: CachedStore, version: str, manifest: Mapping[str, Any]):
+    def __init__(self, store: CachedStore, version: str, manifest: Mapping[str, Any], bundle: Bundle | None = None):
         what = f"segment manifest {version[:16]}"
         mapping(manifest, what)
         self.store = store
         self.version = version
+        self.bundle = bundle  # where its manifest and small arrays are (None: loose blobs)
         self.id: str = names.segment_id(manifest.get("id"), f"{what}: id")
         self.site: str = names.site(manifest.get("site"), f"{what}: site", trusted=False)
         self.name: str = string(manifest, "name", what)
@@ -54,15 +56,8 @@ class Segment:
 
     @property
     def task(self) -> str:
-        """The segment's task or language instruction: ``meta["task"]``, else its ``meta["tasks"]``
-        joined by "; " (LeRobot's episode tasks), else ""."""
-        task = self.meta.get("task")
-        if isinstance(task, str):
-            return task
-        tasks = self.meta.get("tasks")
-        if isinstance(tasks, list) and all(isinstance(t, str) for t in tasks):
-            return "; ".join(tasks)
-        return ""
+        """The segment's task or language instruction (``streams.task_of``)."""
+        return task_of(self.meta)
 
     def stream(self, name: str) -> StreamInfo:
         try:
@@ -114,7 +109,7 @@ class Segment:
             info = self.stream(name)
             if info.video is None:
                 raise InvalidInput(f"{self.id}: stream {name!r} is not a video")
-            index = records.from_npy(self.store.get_blob(info.video.index), f"{self.id} stream {name} packet index")
+            index = records.from_npy(self.blob(info.video.index), f"{self.id} stream {name} packet index")
             found = self._videos[name] = StoredVideo(info, index, self.timestamps(name),
                                                      functools.partial(self.frame_view, name),
                                                      f"{self.id}@{self.version[:12]} stream {name}")
@@ -152,21 +147,27 @@ class Segment:
                             f"its manifest says {tuple(shape)} {np.dtype(dtype)}")
         return array
 
+    def blob(self, digest: str) -> bytes | memoryview:
+        """A blob this version names, verified: out of its bundle where it is there, else the store's."""
+        if self.bundle is not None and digest in self.bundle:
+            return self.bundle.get(digest)
+        return self.store.get_blob(digest)
+
     # Blobs are content-addressed, so caching them by hash can never serve stale bytes.
-    def _raw(self, digest: str) -> bytes:
-        result: bytes = self._cached(digest, lambda b: b)
+    def _raw(self, digest: str) -> bytes | memoryview:
+        result: bytes | memoryview = self._cached(digest, lambda b: b)
         return result
 
     def _npy(self, digest: str) -> np.ndarray:
         result: np.ndarray = self._cached("npy:" + digest, lambda b: records.from_npy(b, f"blob {digest[:16]}"), digest)
         return result
 
-    def _cached(self, key: str, parse: Callable[[bytes], T], digest: str | None = None) -> T:
+    def _cached(self, key: str, parse: Callable[[bytes | memoryview], T], digest: str | None = None) -> T:
         if key in self._blobs:
             self._blobs.move_to_end(key)
             cached: T = self._blobs[key][0]
             return cached
-        data = self.store.get_blob(digest or key)
+        data = self.blob(digest or key)
         value = parse(data)
         self._blobs[key] = (value, len(data))
         self._kept_bytes += len(data)
@@ -187,7 +188,7 @@ class Segment:
         raise AssertionError("unreachable: counts are checked on write")
 
 
-def _offsets_of(sizes_npy: bytes) -> np.ndarray:
+def _offsets_of(sizes_npy: bytes | memoryview) -> np.ndarray:
     sizes = records.from_npy(sizes_npy, "frame sizes")
     if sizes.ndim != 1 or sizes.dtype.kind not in "iu" or (len(sizes) and sizes.min() < 0):
         raise Malformed(f"frame sizes: {sizes.shape} {sizes.dtype} is not a list of byte counts")

@@ -7,9 +7,11 @@ the same segment; a change in any byte makes a new version.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -21,6 +23,7 @@ from rayform.codec.clip import CODECS as VIDEO_CODECS
 from rayform.codec.clip import MAX_SIDE
 from rayform.errors import InvalidInput
 from rayform.frames import FRAMES
+from rayform.recordings.catalog_parts import CatalogRow, stream_summary
 from rayform.recordings.streams import (
     ArrayStream,
     ImageStream,
@@ -31,7 +34,9 @@ from rayform.recordings.streams import (
     VideoStream,
     check_stream_name,
     check_timestamps,
+    task_of,
 )
+from rayform.store.bundle import BUNDLE_BYTES, BundleWriter
 
 SEGMENT_FORMAT = "rayform.segment/1"
 IMAGE_CHUNK_BYTES = 16 << 20  # frames (and video packets) are stored in blobs of about this size
@@ -47,19 +52,41 @@ def segment_id(site: str, name: str) -> str:
 
 @dataclass(frozen=True)
 class SegmentRef:
-    """What ``segments.add`` returns: a segment id and the version that was stored."""
+    """What ``segments.add`` returns: a segment id and the version that was stored (and, from
+    the writer, the row its site's catalog gets when it is recorded)."""
 
     id: str
     version: str
     site: str
     name: str
+    row: CatalogRow | None = field(default=None, compare=False, repr=False)
 
 
 class SegmentWriter:
-    """Writes segments' blobs and manifests into one store."""
+    """Writes segments' blobs and manifests into one store: the small ones (manifests,
+    timestamps, arrays) collected into bundles (``store.bundle``), the large ones (frame
+    chunks, video packets) as blobs of their own. ``finish`` writes the last bundle and
+    returns every segment stored, each with its catalog row."""
 
-    def __init__(self, store: CachedStore):
+    def __init__(self, store: CachedStore, bundle_bytes: int = BUNDLE_BYTES):
         self.store = store
+        self.sink = BundleWriter(store, bundle_bytes=bundle_bytes)
+        self._pending: list[SegmentRef] = []  # stored since the last bundle was written
+        self._done: list[SegmentRef] = []
+
+    def finish(self) -> list[SegmentRef]:
+        """Write what is collected; every segment ``put`` stored, with its catalog row."""
+        self._flush()
+        done, self._done = self._done, []
+        return done
+
+    def _flush(self) -> None:
+        holds = [self.sink.holds(ref.version) for ref in self._pending]
+        bundle = self.sink.flush()
+        for ref, held in zip(self._pending, holds):
+            assert ref.row is not None
+            self._done.append(dataclasses.replace(ref, row=dataclasses.replace(ref.row, bundle=bundle if held else None)))
+        self._pending = []
 
     def put(self, site: str, name: str, streams: Sequence[Stream], meta: Mapping[str, Any] | None = None,
             allow_nonfinite: bool = False) -> SegmentRef:
@@ -71,26 +98,40 @@ class SegmentWriter:
             raise InvalidInput(f"segment {site}/{name}: no streams")
         sid = segment_id(site, name)
         entries: dict[str, Any] = {}
+        summaries: dict[str, dict[str, Any]] = {}
+        first, last = [], []
         for stream in streams:
             check_stream_name(stream.name)
             if stream.name in entries:
                 raise InvalidInput(f"segment {site}/{name}: stream {stream.name!r} given twice")
             try:
-                entries[stream.name] = self._put_stream(stream, allow_nonfinite).to_manifest()
+                info, ts = self._put_stream(stream, allow_nonfinite)
             except InvalidInput as e:  # which segment, for a source of many
                 raise type(e)(f"segment {site}/{name}: {e}") from None
+            entries[stream.name] = info.to_manifest()
+            summaries[stream.name] = stream_summary(info, ts)
+            first.append(int(ts[0]))
+            last.append(int(ts[-1]))
+        meta = dict(meta or {})
         manifest = {
             "format": SEGMENT_FORMAT,
             "id": sid,
             "site": site,
             "name": name,
-            "meta": dict(meta or {}),
+            "meta": meta,
             "streams": entries,
         }
-        version = self.store.put_json_blob(manifest)
-        return SegmentRef(sid, version, site, name)
+        version = self.sink.put_json_blob(manifest)
+        row = CatalogRow(sid, name, site, version, None, time.time_ns(), min(first), max(last), task_of(meta), meta,
+                         summaries)
+        ref = SegmentRef(sid, version, site, name, row)
+        self._pending.append(ref)
+        if self.sink.full:
+            self._flush()
+        return ref
 
-    def _put_stream(self, stream: Stream, allow_nonfinite: bool = False) -> StreamInfo:
+    def _put_stream(self, stream: Stream, allow_nonfinite: bool = False) -> tuple[StreamInfo, np.ndarray]:
+        """A stream's data stored; its entry in the manifest, and its timestamps."""
         if isinstance(stream, ImageStream):
             return self._put_images(stream)
         if isinstance(stream, VideoStream):
@@ -99,7 +140,7 @@ class SegmentWriter:
             return self._put_array(stream, allow_nonfinite)
         raise InvalidInput(f"{str(stream)[:80]}: not an ImageStream, VideoStream, ArrayStream or PoseStream")
 
-    def _put_array(self, stream: ArrayStream | PoseStream, allow_nonfinite: bool = False) -> StreamInfo:
+    def _put_array(self, stream: ArrayStream | PoseStream, allow_nonfinite: bool = False) -> tuple[StreamInfo, np.ndarray]:
         values = np.asarray(stream.values)
         if values.dtype.kind not in "biuf":
             raise InvalidInput(f"stream {stream.name}: dtype {values.dtype} is not numeric or bool")
@@ -136,15 +177,15 @@ class SegmentWriter:
             count=len(values),
             dtype=values.dtype.str,
             shape=tuple(values.shape[1:]),
-            timestamps=self.store.put_blob(records.to_npy(ts)),
-            data=((self.store.put_blob(records.to_npy(values)), len(values)),),
+            timestamps=self.sink.put_blob(records.to_npy(ts)),
+            data=((self.sink.put_blob(records.to_npy(values)), len(values)),),
             units=stream.units,
             names=names,
             frame=frame,
             meta=dict(stream.meta),
-        )
+        ), ts
 
-    def _put_images(self, stream: ImageStream) -> StreamInfo:
+    def _put_images(self, stream: ImageStream) -> tuple[StreamInfo, np.ndarray]:
         frames = stream.frames
         ts = check_timestamps(stream.name, stream.timestamps, len(frames))
         if isinstance(frames, np.ndarray):
@@ -155,26 +196,26 @@ class SegmentWriter:
                 )
             per_chunk = max(1, IMAGE_CHUNK_BYTES // max(1, frames[0].nbytes))
             chunks = tuple(
-                (self.store.put_blob(records.to_npy(frames[i : i + per_chunk])), len(frames[i : i + per_chunk]))
+                (self.sink.put_blob(records.to_npy(frames[i : i + per_chunk])), len(frames[i : i + per_chunk]))
                 for i in range(0, len(frames), per_chunk)
             )
             return StreamInfo(
                 name=stream.name, kind="image", count=len(frames), dtype=frames.dtype.str,
-                shape=tuple(frames.shape[1:]), timestamps=self.store.put_blob(records.to_npy(ts)),
+                shape=tuple(frames.shape[1:]), timestamps=self.sink.put_blob(records.to_npy(ts)),
                 data=chunks, encoding="raw", meta=dict(stream.meta),
-            )
+            ), ts
         encoding = _common_encoding(stream.name, frames)
         first = imagecodec.decode(frames[0], encoding, what=f"stream {stream.name} frame 0")
         _check_frame_sizes(stream.name, frames, encoding, first.shape[:2])
         return StreamInfo(
             name=stream.name, kind="image", count=len(frames), dtype=first.dtype.str,
-            shape=tuple(first.shape), timestamps=self.store.put_blob(records.to_npy(ts)),
+            shape=tuple(first.shape), timestamps=self.sink.put_blob(records.to_npy(ts)),
             data=tuple(self._put_frame_chunks(frames)), encoding=encoding,
-            sizes=self.store.put_blob(records.to_npy(np.array([len(f) for f in frames], np.int64))),
+            sizes=self.sink.put_blob(records.to_npy(np.array([len(f) for f in frames], np.int64))),
             meta=dict(stream.meta),
-        )
+        ), ts
 
-    def _put_video(self, stream: VideoStream) -> StreamInfo:
+    def _put_video(self, stream: VideoStream) -> tuple[StreamInfo, np.ndarray]:
         """Packets kept as recorded, in chunked blobs; their times and keyframe flags in one index
         blob; the frames' times as the stream's timestamps (each one packet's)."""
         name = stream.name
@@ -203,14 +244,14 @@ class SegmentWriter:
         if len(stream.extradata) > 1 << 16:
             raise InvalidInput(f"stream {name}: codec extradata of {len(stream.extradata)} bytes (at most 64 KiB)")
         index = np.stack([pts.astype(np.int64), keys.astype(np.int64)], axis=1)
-        video = VideoInfo(stream.codec, len(packets), self.store.put_blob(records.to_npy(index)), bytes(stream.extradata),
+        video = VideoInfo(stream.codec, len(packets), self.sink.put_blob(records.to_npy(index)), bytes(stream.extradata),
                           bool(np.any(np.diff(pts) < 0)))
         return StreamInfo(
             name=name, kind="image", count=len(times), dtype="|u1", shape=(stream.height, stream.width, 3),
-            timestamps=self.store.put_blob(records.to_npy(times)), data=tuple(self._put_frame_chunks(packets)),
-            encoding="video", sizes=self.store.put_blob(records.to_npy(np.array([len(pk) for pk in packets], np.int64))),
+            timestamps=self.sink.put_blob(records.to_npy(times)), data=tuple(self._put_frame_chunks(packets)),
+            encoding="video", sizes=self.sink.put_blob(records.to_npy(np.array([len(pk) for pk in packets], np.int64))),
             meta=dict(stream.meta), video=video,
-        )
+        ), times
 
     def _put_frame_chunks(self, frames: Sequence[bytes | memoryview]) -> Iterable[tuple[str, int]]:
         buf: list[bytes] = []
@@ -219,10 +260,10 @@ class SegmentWriter:
             buf.append(bytes(f))
             size += len(f)
             if size >= IMAGE_CHUNK_BYTES:
-                yield self.store.put_blob(b"".join(buf)), len(buf)
+                yield self.sink.put_blob(b"".join(buf)), len(buf)
                 buf, size = [], 0
         if buf:
-            yield self.store.put_blob(b"".join(buf)), len(buf)
+            yield self.sink.put_blob(b"".join(buf)), len(buf)
 
 
 def check_finite(name: str, values: np.ndarray, t_ns: np.ndarray) -> None:

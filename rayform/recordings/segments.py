@@ -1,30 +1,61 @@
 """Segments: one continuous recording at one site, immutable per version; ``client.segments``.
 
-A segment's ref (``refs/segments/<site>/<id>.json``) lists its versions, oldest first: it is
-what makes a stored version visible, and old versions stay readable (their blobs are never
-deleted). Storing a version is ``segment_writer``'s; reading one, ``segment_reader``'s.
+A segment version is visible once its site's catalog lists it (``catalog``): an ingest
+stores its episodes' data (small blobs together in bundles, ``store.bundle``), then appends
+one catalog part naming them all, so a thousand episodes are a few objects and one ref, and
+an ingest is visible all at once or not at all. Old versions stay readable (their rows are
+never removed, their blobs never collected). A store written before catalogs keeps its
+per-segment refs (``refs/segments/<site>/<id>.json``), read as rows of the catalog.
+
+Storing a version is ``segment_writer``'s; reading one, ``segment_reader``'s.
 """
 
 from __future__ import annotations
 
 import builtins
-import functools
+import dataclasses
 import logging
+import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from rayform import names
 from rayform.cache.store_view import CachedStore
-from rayform.errors import Malformed, NotFound, RayformError, SegmentNotFound
+from rayform.errors import NotFound, RayformError, SegmentNotFound
+from rayform.interrupts import held
+from rayform.recordings.bundles import open_bundle
+from rayform.recordings.catalog import LEGACY, Catalog, catalog_of, part_table
+from rayform.recordings.catalog_parts import (
+    COLUMNS,
+    CatalogParts,
+    CatalogRow,
+    PartRef,
+    encode_table,
+    stream_summary,
+    table_of,
+)
 from rayform.recordings.segment_reader import Segment
 from rayform.recordings.segment_writer import SEGMENT_FORMAT, SegmentRef, SegmentWriter, check_site
-from rayform.recordings.streams import Stream
+from rayform.recordings.streams import Stream, task_of
+from rayform.store.bundle import Bundle
 from rayform.store.freshness import NewBlob
-from rayform.untrusted import array_list, mapping, string
+from rayform.untrusted import json_document
 
 __all__ = ["Segment", "SegmentRef", "Segments"]
 
 log = logging.getLogger("rayform")
+
+
+@dataclass(frozen=True)
+class Compacted:
+    """A site's catalog compacted: the part now standing for the ``replaces`` parts and the
+    ``legacy`` per-segment refs folded into it."""
+
+    part: PartRef
+    replaces: tuple[str, ...]
+    legacy: int
+Added = tuple[str, str, Sequence[Stream], Mapping[str, Any] | None]
 
 
 class Segments:
@@ -32,6 +63,10 @@ class Segments:
 
     def __init__(self, store: CachedStore):
         self.store = store
+
+    @property
+    def catalog(self) -> Catalog:
+        return catalog_of(self.store)
 
     def add(
         self,
@@ -47,31 +82,46 @@ class Segments:
         such row) unless ``allow_nonfinite``; packs' statistics then leave them out."""
         return self.add_many([(site, name, streams, meta)], allow_nonfinite=allow_nonfinite)[0]
 
-    def add_many(self, segments: Sequence[tuple[str, str, Sequence[Stream], Mapping[str, Any] | None]], *,
-                 allow_nonfinite: bool = False) -> list[SegmentRef]:
+    def add_many(self, segments: Sequence[Added], *, allow_nonfinite: bool = False) -> list[SegmentRef]:
         """Store several segments all or nothing: every one is checked and its data stored
-        before the first becomes visible (its ref is written). A failure takes back the blobs
-        this call wrote (none of them was visible yet), so the store is left as it was."""
+        before any becomes visible (one catalog part per site lists them all). A failure takes
+        back the blobs this call wrote (none of them was visible yet), so the store is left as
+        it was."""
         with self.store.recording_new_blobs() as written:
             try:
                 refs = self.store_many(segments, allow_nonfinite=allow_nonfinite)
+                with held():  # the commit: one part per site, whole (a Ctrl-C waits for it)
+                    self.record(refs)
             except BaseException:
                 self.discard(written)
                 raise
-        self.record(refs)
         return refs
 
-    def store_many(self, segments: Sequence[tuple[str, str, Sequence[Stream], Mapping[str, Any] | None]], *,
-                   allow_nonfinite: bool = False) -> list[SegmentRef]:
+    def store_many(self, segments: Sequence[Added], *, allow_nonfinite: bool = False) -> list[SegmentRef]:
         """Check and store each segment's data and manifest, making none visible yet: what
         ``record`` does (an ingest stores every source before it records any)."""
         writer = SegmentWriter(self.store)
-        return [writer.put(site, name, streams, meta, allow_nonfinite) for site, name, streams, meta in segments]
+        for site, name, streams, meta in segments:
+            writer.put(site, name, streams, meta, allow_nonfinite)
+        return writer.finish()
 
     def record(self, refs: Sequence[SegmentRef]) -> None:
-        """Make stored segment versions visible: each becomes its segment's latest."""
-        for ref in refs:
-            self._record_version(ref.id, ref.site, ref.name, ref.version)
+        """Make stored segment versions visible: each becomes its segment's latest (one catalog
+        part per site, written at once)."""
+        rows = [ref.row if ref.row is not None else self.row_of(ref.id, ref.version) for ref in refs]
+        if rows:
+            CatalogParts(self.store).append(rows)
+
+    def row_of(self, segment_id: str, version: str, recorded: int | None = None) -> CatalogRow:
+        """The catalog row of a stored version, read from its manifest (a version stored by a
+        writer that did not keep it: pushed, or folded in from a per-segment ref)."""
+        seg = self.get(segment_id, version)
+        summaries = {n: stream_summary(info, seg.timestamps(n)) for n, info in seg.streams.items()}
+        first = min(int(seg.timestamps(n)[0]) for n in seg.streams)
+        last = max(int(seg.timestamps(n)[-1]) for n in seg.streams)
+        return CatalogRow(seg.id, seg.name, seg.site, seg.version, seg.bundle.digest if seg.bundle else None,
+                          time.time_ns() if recorded is None else recorded, first, last, task_of(seg.meta), seg.meta,
+                          summaries)
 
     def discard(self, blobs: Sequence[NewBlob]) -> None:
         """Take back blobs a failed write stored (new ones, that nothing visible names yet; one
@@ -81,102 +131,84 @@ class Segments:
         except RayformError as e:  # left to `rayform gc`, which finds them unreachable
             log.warning("rayform: could not take back the %d blobs of a failed write: %s", len(blobs), e)
 
-    def get(self, segment_id: str, version: str | None = None) -> Segment:
-        """A segment version (the latest when ``version`` is None)."""
+    def get(self, segment_id: str, version: str | None = None, bundle: str | None = None) -> Segment:
+        """A segment version (the latest when ``version`` is None); ``bundle``, where the caller
+        knows the bundle holding it (a slice does), saves looking it up in the catalog."""
         if not isinstance(segment_id, str) or not names.SEGMENT_ID.fullmatch(segment_id):
             raise SegmentNotFound(f"{str(segment_id)[:80]!r}: not a segment id (they look like seg_0123456789ab)")
         if version is None:
-            versions = self.versions(segment_id)
-            version = versions[-1]
-        elif not isinstance(version, str) or not names.DIGEST.fullmatch(version):
+            version = self.versions(segment_id)[-1]
+        manifest, opened = self.manifest(segment_id, version, bundle)
+        return Segment(self.store, version, manifest, opened)
+
+    def manifest(self, segment_id: str, version: str, bundle: str | None = None) -> tuple[dict[str, Any], Bundle | None]:
+        """A version's manifest as stored (its format and id checked, nothing more: ``get``
+        reads the rest), and the bundle it came out of."""
+        if not isinstance(version, str) or not names.DIGEST.fullmatch(version):
             raise SegmentNotFound(f"{segment_id}@{str(version)[:80]}: not a segment version (64 hex)")
+        if bundle is None:
+            where = self.catalog.locate(segment_id, version)
+            bundle = where.bundle if where is not None else None
+        what = f"segment manifest of {segment_id}"
+        opened = open_bundle(self.store, bundle) if bundle is not None else None
         try:
-            manifest = self.store.get_json_blob(version, f"segment manifest of {segment_id}")
-        except NotFound:
+            if opened is not None:
+                manifest = json_document(bytes(opened.get(version)), f"{what} {version[:16]} in {self.store.display}")
+            else:  # a loose manifest: a store written before bundles, or a version no catalog lists
+                manifest = self.store.get_json_blob(version, what)
+        except (NotFound, KeyError):
             raise SegmentNotFound(
                 f"{segment_id}@{version[:12]}: no such segment version in {self.store.display}"
             ) from None
         if manifest.get("format") != SEGMENT_FORMAT or manifest.get("id") != segment_id:
             raise SegmentNotFound(f"{segment_id}@{version[:12]}: that blob is not this segment")
-        return Segment(self.store, version, manifest)
+        return manifest, opened
 
     def versions(self, segment_id: str, site: str | None = None) -> list[str]:
-        """All versions of a segment, oldest first (``site``, where known, saves a listing)."""
-        if site is not None:
-            key = f"refs/segments/{check_site(site)}/{names.segment_id(segment_id, trusted=True)}.json"
-            try:
-                found: list[str] = self.store.get_ref(key, parse=lambda r: self._parse_ref(r, key))["versions"]
-                return found
-            except NotFound:
-                pass
-        result: list[str] = self._ref(segment_id)["versions"]
-        return result
+        """All versions of a segment, oldest first (``site`` is accepted for callers that know it)."""
+        del site
+        found = self.catalog.versions(names.segment_id(segment_id, trusted=True))
+        if not found:
+            raise SegmentNotFound(f"{segment_id}: no such segment in {self.store.display}")
+        return found
 
     def list(self, site: str | None = None) -> list[SegmentRef]:
         """The latest version of every segment, at one site or at all of them."""
-        prefix = f"refs/segments/{check_site(site)}" if site else "refs/segments"
-        out = []
-        for key in self.store.list_refs(prefix):
-            parts = key.split("/")
-            if len(parts) == 4 and names.SEGMENT_ID.fullmatch(parts[3].removesuffix(".json")):
-                ref = self.store.get_ref(key, parse=functools.partial(self._parse_ref, key=key))
-                out.append(SegmentRef(ref["id"], ref["versions"][-1], ref["site"], ref["name"]))
-        return sorted(out, key=lambda r: (r.site, r.name))
+        table = self.catalog.latest(check_site(site) if site else None, ["site", "id", "name", "version"])
+        refs = [SegmentRef(i, v, s, n) for s, i, n, v in zip(*(table.column(c).to_pylist()
+                                                             for c in ("site", "id", "name", "version")))]
+        return sorted(refs, key=lambda r: (r.site, r.name))
 
     def sites(self) -> builtins.list[str]:
-        return sorted({r.site for r in self.list()})
+        import pyarrow.compute as pc
 
-    # -- internals ---------------------------------------------------------------------
-    def _ref(self, segment_id: str) -> dict[str, Any]:
-        for key in self.store.list_refs("refs/segments"):
-            if key.endswith(f"/{segment_id}.json"):
-                result: dict[str, Any] = self.store.get_ref(key, parse=functools.partial(self._parse_ref, key=key))
-                return result
-        raise SegmentNotFound(f"{segment_id}: no such segment in {self.store.display}")
+        return sorted(pc.unique(self.catalog.table(columns=["site"]).column("site")).to_pylist())
 
-    def _parse_ref(self, ref: Any, key: str) -> dict[str, Any]:
-        """A segment ref, checked: its id matches its key, its versions are digests."""
-        what = f"ref {key} in {self.store.display}"
-        mapping(ref, what)
-        sid = names.segment_id(ref.get("id"), f"{what}: id")
-        site = names.site(ref.get("site"), f"{what}: site", trusted=False)
-        if key != f"refs/segments/{site}/{sid}.json":
-            raise Malformed(f"{what}: names the segment {sid} at {site}, which does not live there")
-        versions = [names.digest(v, f"{what}: version") for v in array_list(ref, "versions", what)]
-        if not versions:
-            raise Malformed(f"{what}: no versions")
-        return {"id": sid, "site": site, "name": string(ref, "name", what), "versions": versions}
+    def compact(self, site: str) -> Compacted | None:
+        """Fold a site's live catalog parts, and the per-segment refs of an older store, into one
+        part (rows kept in their order; a per-segment ref's versions read from their manifests
+        once, and its ref then removed: this rayform and later ones read the part). None if
+        the site has one part and no such refs already."""
+        import pyarrow as pa
 
-    def _record_version(self, sid: str, site: str, name: str, version: str) -> None:
-        key = f"refs/segments/{site}/{sid}.json"
-        ref = self._ref_at(key, sid, site, name)
-        if ref["versions"] and ref["versions"][-1] == version:
-            return
-        ref["versions"].append(version)
-        self.store.put_ref(key, ref)
+        site = check_site(site)
+        catalog = self.catalog
+        parts, legacy = catalog.parts.live(site), catalog.legacy_refs(site)
+        if len(parts) <= 1 and not legacy:
+            return None
+        folded = [self.row_of(sid, v, recorded=i) for sid, _, _, versions in legacy for i, v in enumerate(versions)]
+        tables = ([table_of(folded)] if folded else []) + [part_table(self.store, p) for p in parts]
+        merged = pa.concat_tables([t.select(list(COLUMNS)) for t in tables])
+        keys = [f"{LEGACY}/{site}/{sid}.json" for sid, _, _, _ in legacy]
+        part = catalog.parts.compact(site, encode_table(merged), merged.num_rows, parts, keys)
+        return Compacted(part, tuple(p.key for p in parts), len(legacy))
 
-    def record_versions(self, ref: SegmentRef, versions: Sequence[str], order: Sequence[str]) -> None:
-        """Add ``versions`` of a segment to this store's ref (``rayform push``), each placed
-        after the versions ``order`` (the source's list, oldest first) puts before it, so a
-        pushed old version never becomes the latest."""
-        key = f"refs/segments/{ref.site}/{ref.id}.json"
-        current = self._ref_at(key, ref.id, ref.site, ref.name)
-        have = list(current["versions"])
-        rank = {v: i for i, v in enumerate(order)}
-        for version in versions:
-            if version in have:
-                continue
-            known = [i for i, v in enumerate(have) if v in rank]
-            earlier = [i for i in known if rank[have[i]] < rank[version]]
-            # after the last version the source has before it; first if the source has
-            # only later ones here; last if this store's versions are all its own
-            have.insert(earlier[-1] + 1 if earlier else 0 if known else len(have), version)
-        if have != current["versions"]:
-            self.store.put_ref(key, {**current, "versions": have})
-
-    def _ref_at(self, key: str, sid: str, site: str, name: str) -> dict[str, Any]:
-        try:
-            ref: dict[str, Any] = self.store.get_ref(key, parse=lambda r: self._parse_ref(r, key))
-            return ref
-        except NotFound:
-            return {"id": sid, "site": site, "name": name, "versions": []}
+    def record_versions(self, rows: Sequence[CatalogRow]) -> None:
+        """Make versions another store recorded visible here as they were there (``rayform
+        push``): their rows keep when they were recorded, so a pushed old version never
+        becomes the latest. A version already listed here is not listed again."""
+        listed = self.catalog.table(columns=["id", "version"])
+        have = set(zip(listed.column("id").to_pylist(), listed.column("version").to_pylist()))
+        fresh = [dataclasses.replace(r) for r in rows if (r.id, r.version) not in have]
+        if fresh:
+            CatalogParts(self.store).append(fresh)

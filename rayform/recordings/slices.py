@@ -6,10 +6,10 @@ where another slice already holds that prefix (as git abbreviates commits).
 
 from __future__ import annotations
 
+import builtins
 import datetime
 import functools
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from rayform import names
@@ -22,29 +22,19 @@ from rayform.errors import (
     SliceNotFound,
     fixed_by,
 )
+from rayform.recordings import query, slice_table
 from rayform.recordings.segment_reader import Segment
 from rayform.recordings.segment_writer import SegmentRef, check_site
 from rayform.recordings.segments import Segments
+from rayform.recordings.slice_table import TABLE_AT, SliceSegment, SliceSegments
 from rayform.recordings.splits import check_fractions, split_of
 from rayform.untrusted import array_list, integer, mapping, string
 
-SLICE_FORMAT = "rayform.slice/1"
+__all__ = ["Slice", "SliceSegment", "SliceSegments", "Slices"]
+
+SLICE_FORMAT = "rayform.slice/1"  # its segments in the manifest
+TABLE_SLICE_FORMAT = "rayform.slice/2"  # its segments in a table blob (``slice_table``)
 ID_HEX = 8
-
-
-@dataclass(frozen=True, slots=True)  # slots: a slice may hold tens of thousands
-class SliceSegment:
-    """One segment version in a slice, with the time range taken from it (None: all)."""
-
-    id: str
-    version: str
-    site: str
-    start_ns: int | None = None
-    end_ns: int | None = None
-
-    def to_manifest(self) -> dict[str, Any]:
-        return {"id": self.id, "version": self.version, "site": self.site,
-                "start_ns": self.start_ns, "end_ns": self.end_ns}
 
 
 SegmentSelector = SegmentRef | SliceSegment | str | Mapping[str, Any]
@@ -59,11 +49,19 @@ class Slice:
         self.id = id
         self.digest = digest
         what = f"slice manifest {digest[:16]} of {id}"
-        if mapping(manifest, what).get("format") != SLICE_FORMAT:
-            raise Malformed(f"{what}: format {str(manifest.get('format'))[:40]!r}, not {SLICE_FORMAT}")
+        form = mapping(manifest, what).get("format")
+        if form not in (SLICE_FORMAT, TABLE_SLICE_FORMAT):
+            raise Malformed(f"{what}: format {str(form)[:40]!r}, not {SLICE_FORMAT} or {TABLE_SLICE_FORMAT}")
         self.name: str | None = string(manifest, "name", what, optional=True)
-        self.segments: tuple[SliceSegment, ...] = tuple(
-            _slice_segment(s, f"{what}, segment {i}") for i, s in enumerate(array_list(manifest, "segments", what)))
+        self.table_blob: str | None = None  # a large slice's segments table (``slice_table``)
+        if form == SLICE_FORMAT:
+            self.segments = SliceSegments([_slice_segment(s, f"{what}, segment {i}")
+                                           for i, s in enumerate(array_list(manifest, "segments", what))])
+        else:
+            self.table_blob = names.digest(manifest.get("table"), f"{what}: table")
+            self.segments = SliceSegments(table=self.store.get_blob(self.table_blob, f"segments table of {id}"), what=what)
+            if len(self.segments) != integer(manifest, "count", what, 1, 1 << 40):
+                raise Malformed(f"{what}: its table holds {len(self.segments)} segments, it claims {manifest.get('count')}")
 
     def __repr__(self) -> str:
         return f"Slice({self.id!r}, name={self.name!r}, segments={len(self.segments)})"
@@ -89,14 +87,23 @@ class Slice:
 
     @property
     def sites(self) -> list[str]:
-        return sorted({s.site for s in self.segments})
+        return self.segments.sites
 
     def manifest(self) -> dict[str, Any]:
-        return {"format": SLICE_FORMAT, "name": self.name, "segments": [s.to_manifest() for s in self.segments]}
+        """The manifest as stored."""
+        return _manifest(self.name, list(self.segments) if self.table_blob is None else None, self.table_blob,
+                         len(self.segments))
 
     def segment(self, index: int) -> Segment:
         s = self.segments[index]
-        return Segments(self.store).get(s.id, s.version)
+        return Segments(self.store).get(s.id, s.version, bundle=s.bundle)
+
+
+def _manifest(name: str | None, listed: Sequence[SliceSegment] | None, table: str | None, count: int) -> dict[str, Any]:
+    if table is None:
+        assert listed is not None
+        return {"format": SLICE_FORMAT, "name": name, "segments": [s.to_manifest() for s in listed]}
+    return {"format": TABLE_SLICE_FORMAT, "name": name, "count": count, "table": table}
 
 
 def _slice_segment(doc: Any, what: str) -> SliceSegment:
@@ -107,6 +114,7 @@ def _slice_segment(doc: Any, what: str) -> SliceSegment:
         names.site(doc.get("site"), f"{what}: site", trusted=False),
         integer(doc, "start_ns", what, -(1 << 63), (1 << 63) - 1, optional=True),
         integer(doc, "end_ns", what, -(1 << 63), (1 << 63) - 1, optional=True),
+        None if doc.get("bundle") is None else names.digest(doc.get("bundle"), f"{what}: bundle"),
     )
 
 
@@ -142,28 +150,31 @@ class Slices:
         *,
         site: str | Sequence[str] | None = None,
         name: str | None = None,
+        where: str | None = None,
     ) -> Slice:
-        """A slice of the given segments, or of every segment at ``site`` (latest versions).
+        """A slice of the given segments, and of every segment at ``site`` (latest versions) or,
+        with ``where``, of those a query over the catalog selects (``recordings.query``:
+        ``"task ~ 'pick' and duration > 10 and meta.success"``; at every site unless ``site``
+        says which), in the order of their site and name.
 
         A selector is a ``SegmentRef``, a segment id (latest version), ``"seg_…@<version>"``,
         or a mapping with ``id`` and optional ``version``, ``start_ns``, ``end_ns``.
-        Creating the same selection twice returns the same slice.
+        Creating the same selection twice returns the same slice, and the same query over the
+        same catalog the same slice.
         """
         chosen = [self._resolve(s) for s in segments or ()]
-        if site is not None:
-            for one in [site] if isinstance(site, str) else site:
-                refs = self._segments.list(check_site(one))
-                if not refs:
-                    raise InvalidInput(f"site {one!r}: no segments in {self.store.display}")
-                chosen.extend(SliceSegment(r.id, r.version, r.site) for r in refs)
+        if site is not None or where is not None:
+            chosen.extend(self._selected(site, where))
         if not chosen:
-            raise InvalidInput("slice: select at least one segment (segments=... or site=...)")
+            raise InvalidInput("slice: select at least one segment (segments=..., site=... or where=...)")
         seen = set()
         for s in chosen:
             if (s.id, s.version, s.start_ns, s.end_ns) in seen:
                 raise InvalidInput(f"slice: {s.id}@{s.version[:8]} selected twice")
             seen.add((s.id, s.version, s.start_ns, s.end_ns))
-        manifest = {"format": SLICE_FORMAT, "name": name, "segments": [s.to_manifest() for s in chosen]}
+        del seen
+        table = self.store.put_blob(slice_table.encode(chosen)) if len(chosen) >= TABLE_AT else None
+        manifest = _manifest(name, chosen if table is None else None, table, len(chosen))
         digest = self.store.put_json_blob(manifest)
         slice_id = self._claim_id(digest)
         return Slice(self.store, slice_id, digest, manifest)
@@ -243,8 +254,9 @@ class Slices:
     def _resolve(self, sel: SegmentSelector) -> SliceSegment:
         if isinstance(sel, SliceSegment):
             return sel
-        if isinstance(sel, SegmentRef):
-            return SliceSegment(sel.id, sel.version, sel.site)
+        if isinstance(sel, SegmentRef):  # just stored, it says its bundle; else the catalog does
+            bundle = sel.row.bundle if sel.row is not None else self._bundle(sel.id, sel.version)
+            return SliceSegment(sel.id, sel.version, sel.site, bundle=bundle)
         if isinstance(sel, str):
             sid, _, version = sel.partition("@")
             sel = {"id": sid, "version": version or None}
@@ -253,9 +265,43 @@ class Slices:
             start, end = sel.get("start_ns"), sel.get("end_ns")
             if start is not None and end is not None and end <= start:
                 raise InvalidInput(f"slice: {seg.id} time range ends ({end}) before it starts ({start})")
-            return SliceSegment(seg.id, seg.version, seg.site,
-                                None if start is None else int(start), None if end is None else int(end))
+            return SliceSegment(seg.id, seg.version, seg.site, None if start is None else int(start),
+                                None if end is None else int(end), seg.bundle.digest if seg.bundle else None)
         raise InvalidInput(f"slice: cannot select a segment from {sel!r}")
+
+    def _selected(self, site: str | Sequence[str] | None, where: str | None) -> builtins.list[SliceSegment]:
+        """The latest version of every segment at ``site`` (every site: None) that ``where``
+        selects, by site and name: one read of the catalog, one pass of the query."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        if where is not None:
+            query.parse(where)  # a bad query is said before the catalog is read
+        sites = None if site is None else [check_site(s) for s in ([site] if isinstance(site, str) else site)]
+        catalog = self._segments.catalog
+        table = catalog.latest(columns=[*query.COLUMNS_READ, "bundle"])
+        if sites is not None:
+            table = table.filter(pc.is_in(table.column("site"), value_set=pa.array(sites, pa.string())))
+            have = set(pc.unique(table.column("site")).to_pylist())
+            for one in sites:
+                if one not in have:
+                    raise InvalidInput(f"site {one!r}: no segments in {self.store.display}")
+        total = table.num_rows
+        if where is not None:
+            table = query.select(table, where)
+            if not table.num_rows:
+                raise InvalidInput(f"where {where!r}: selects none of the {total} segments"
+                                   + (f" at {', '.join(sites)}" if sites else "") + ". See: rayform segments ls --where …")
+        table = table.sort_by([("site", "ascending"), ("name", "ascending")])
+        ids, versions, at = (table.column(c).to_pylist() for c in ("id", "version", "site"))
+        bundles = catalog.bundles_of(versions)
+        return [SliceSegment(i, v, s, bundle=b) for i, v, s, b in zip(ids, versions, at, bundles)]
+
+    def _bundle(self, segment_id: str, version: str) -> str | None:
+        """Where a version's manifest is: the first bundle the catalog lists it in (the same
+        selection makes the same slice, whatever was ingested since), None for a loose one."""
+        where = self._segments.catalog.locate(segment_id, version)
+        return where.bundle if where is not None else None
 
     def _claim_id(self, digest: str) -> str:
         """The slice id of manifest ``digest``; its ref is (re)written with the time, so a name

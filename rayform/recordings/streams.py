@@ -37,6 +37,18 @@ RESERVED = {"action", "action_is_pad", "t_ns", "meta", "lowdim"}
 _NAME = re.compile(r"^[A-Za-z0-9_\-]+(/[A-Za-z0-9_\-]+)*$")
 
 
+def task_of(meta: Mapping[str, Any]) -> str:
+    """A segment's task or language instruction: ``meta["task"]``, else its ``meta["tasks"]``
+    joined by "; " (LeRobot's episode tasks), else ""."""
+    task = meta.get("task")
+    if isinstance(task, str):
+        return task
+    tasks = meta.get("tasks")
+    if isinstance(tasks, list) and all(isinstance(t, str) for t in tasks):
+        return "; ".join(tasks)
+    return ""
+
+
 def check_stream_name(name: str) -> str:
     # Dots are refused because a stream becomes a tar member extension (cam0/rgb -> cam0.rgb.jpg).
     if not isinstance(name, str) or not _NAME.match(name) or name in RESERVED:

@@ -172,3 +172,18 @@ def sweep_scratch(parent: str | os.PathLike[str], older_than: float = STALE_TEMP
             shutil.rmtree(entry.path, ignore_errors=True)
             n += 1
     return n
+
+
+def remove_empty_dirs(parent: str | os.PathLike[str]) -> None:
+    """Remove the empty directories directly in ``parent``. One a writer is filling at that
+    moment stays (``rmdir`` refuses it), or is made again by the writer (``open_temporary``)."""
+    try:
+        entries = list(os.scandir(os.fspath(parent)))
+    except OSError:  # none, or no directory at all
+        return
+    for entry in entries:
+        if entry.is_dir(follow_symlinks=False) and not entry.name.startswith("."):
+            try:
+                os.rmdir(entry.path)
+            except OSError:
+                pass  # not empty, or gone

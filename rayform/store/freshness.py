@@ -32,7 +32,7 @@ import os
 import re
 import secrets
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterable
 from typing import Any, NamedTuple
 
 from rayform import names
@@ -125,6 +125,21 @@ class Freshness:
         if modified is None or modified not in marks:
             return False
         return self._rm(path)
+
+    def take_back_all(self, path_of: Callable[[str], str], blobs: Iterable[NewBlob]) -> int:
+        """``take_back`` each blob recorded new, against every mark the writer left on it (its
+        own write, and its own freshenings of it from other processes). Returns how many went."""
+        marks: dict[str, set[Mark]] = {}
+        new: set[str] = set()
+        for blob in blobs:
+            marks.setdefault(blob.digest, set()).add(blob.mark)
+            if blob.new:
+                new.add(blob.digest)
+        gone = 0
+        for digest in sorted(new):
+            if None not in marks[digest]:  # None: stopped between writing and knowing what it left; gc's to judge
+                gone += self.take_back(path_of(digest), marks[digest])
+        return gone
 
     def collect(self, path: str, cutoff: float) -> bool:
         """Delete an unreachable blob (``gc``) unless it was written or freshened after ``cutoff``

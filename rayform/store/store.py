@@ -22,20 +22,17 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
-from urllib.parse import urlsplit, urlunsplit
-
-import fsspec
 
 from rayform import config, names
 from rayform.errors import (
     BlobNotFound,
     IntegrityError,
-    InvalidInput,
     NotFound,
     StoreError,
 )
 from rayform.store import objectread
-from rayform.store.atomic import OnMark, copy_atomic, move_atomic, sweep_temporaries, write_atomic
+from rayform.store.atomic import OnMark, copy_atomic, move_atomic, remove_empty_dirs, sweep_temporaries, write_atomic
+from rayform.store.backend import filesystem, redact, store_error
 from rayform.store.content import canonical_json, hash_file, sha256_hex
 from rayform.store.freshness import Freshness, NewBlob, modified_of, sweep_tombstones
 from rayform.untrusted import json_document
@@ -55,24 +52,13 @@ class StoredBlob:
     modified: float | None  # seconds since the epoch; None where the backend does not say
 
 
-def redact(url: str) -> str:
-    """A URL fit for messages and logs: any user:password part removed."""
-    parts = urlsplit(url)
-    if parts.username or parts.password:
-        host = parts.hostname or ""
-        if parts.port:
-            host += f":{parts.port}"
-        return urlunsplit(parts._replace(netloc=host))
-    return url
-
-
 class Store:
     """Blobs and refs on one fsspec URL (a local path, ``s3://bucket/prefix``, ``memory://x``)."""
 
     def __init__(self, url: str | os.PathLike[str] | None = None, storage_options: dict[str, Any] | None = None):
         url = os.fspath(url) if url is not None else config.store_url()
         self.storage_options = dict(storage_options or {})
-        self.fs, root = _filesystem(url, self.storage_options)
+        self.fs, root = filesystem(url, self.storage_options)
         self.protocol = self.fs.protocol if isinstance(self.fs.protocol, str) else self.fs.protocol[0]
         self.is_local = self.protocol in ("file", "local")
         self.root = root.rstrip("/") if not self.is_local else str(Path(root).resolve())
@@ -171,23 +157,13 @@ class Store:
             self._new_blobs.append(new)
 
     def take_back(self, blobs: Iterable[NewBlob]) -> int:
-        """Delete the blobs a failed writer (all its processes' records together) wrote new, each
-        while what is on it is one of its own marks: one another writer has freshened since
-        references it, and stays. Then the folders that leaves empty. Returns how many went."""
-        marks: dict[str, set[Any]] = {}
-        new: set[str] = set()
-        for blob in blobs:
-            marks.setdefault(blob.digest, set()).add(blob.mark)
-            if blob.new:
-                new.add(blob.digest)
-        gone = 0
-        for digest in sorted(new):
-            if None in marks[digest]:
-                continue  # stopped between writing and knowing what it left: gc's to judge
-            try:
-                gone += self.freshness.take_back(self.blob_path(digest), marks[digest])
-            except Exception as e:
-                raise _store_error(self.display, f"cannot take back blob {digest[:16]}", e) from e
+        """Delete the blobs a failed writer (all its processes' records together) wrote new, but
+        those another writer has freshened since (``freshness``); then the folders that leaves
+        empty. Returns how many went."""
+        try:
+            gone = self.freshness.take_back_all(self.blob_path, blobs)
+        except Exception as e:
+            raise store_error(self.display, "cannot take back the blobs of a failed write", e) from e
         self.remove_empty_folders()
         return gone
 
@@ -273,7 +249,7 @@ class Store:
         except (FileNotFoundError, NotADirectoryError):  # not there: nothing to delete
             pass
         except Exception as e:
-            raise _store_error(self.display, f"cannot delete blob {digest[:16]}", e) from e
+            raise store_error(self.display, f"cannot delete blob {digest[:16]}", e) from e
 
     def collect_blob(self, digest: str, cutoff: float) -> bool:
         """Delete an unreachable blob (``rayform gc`` only) unless it was written or freshened
@@ -281,23 +257,13 @@ class Store:
         try:
             return self.freshness.collect(self.blob_path(digest), cutoff)
         except Exception as e:
-            raise _store_error(self.display, f"cannot delete blob {digest[:16]}", e) from e
+            raise store_error(self.display, f"cannot delete blob {digest[:16]}", e) from e
 
     def remove_empty_folders(self) -> None:
         """Remove the ``blobs/<aa>/`` folders of a local store that hold nothing (what a take-back
-        or gc leaves); a folder a writer fills meanwhile stays (``rmdir`` refuses it)."""
-        if not self.is_local:
-            return
-        try:
-            folders = list(os.scandir(f"{self.root}/blobs"))
-        except OSError:  # none, or no directory at all
-            return
-        for entry in folders:
-            if len(entry.name) == 2 and entry.is_dir(follow_symlinks=False):
-                try:
-                    os.rmdir(entry.path)
-                except OSError:
-                    pass  # not empty, or gone
+        or gc leaves); one a writer fills meanwhile stays (``atomic.remove_empty_dirs``)."""
+        if self.is_local:
+            remove_empty_dirs(f"{self.root}/blobs")
 
     def get_json_blob(self, digest: str, what: str = "manifest") -> dict[str, Any]:
         """A JSON object stored as a blob (verified, then parsed as untrusted)."""
@@ -325,6 +291,15 @@ class Store:
 
     def has_ref(self, key: str) -> bool:
         return bool(self._wrap_read(self.fs.exists, self._path(key)))
+
+    def delete_ref(self, key: str) -> None:
+        """Remove a ref (a catalog part that a compacted one stands for: nothing else is removed)."""
+        try:
+            self.fs.rm_file(self._path(key))
+        except (FileNotFoundError, NotADirectoryError):
+            pass
+        except Exception as e:
+            raise store_error(self.display, f"cannot remove ref {key[:80]}", e) from e
 
     def list_refs(self, prefix: str) -> Iterator[str]:
         """Keys of the refs below ``prefix`` (recursively), sorted.
@@ -378,7 +353,7 @@ class Store:
         try:
             return bool(self.fs.exists(path))
         except Exception as e:
-            raise _store_error(self.display, "cannot reach the store", e) from e
+            raise store_error(self.display, "cannot reach the store", e) from e
 
     def _read(self, path: str, what: str) -> bytes:
         try:
@@ -389,7 +364,7 @@ class Store:
         except (IsADirectoryError, NotADirectoryError) as e:
             raise NotFound(f"{what[:40]}: not in {self.display}") from e
         except Exception as e:
-            raise _store_error(self.display, f"cannot read {what[:40]}", e) from e
+            raise store_error(self.display, f"cannot read {what[:40]}", e) from e
 
     def _wrap_read(self, fn: Callable[..., Any], *args: Any) -> Any:
         try:
@@ -397,7 +372,7 @@ class Store:
         except FileNotFoundError:
             raise
         except Exception as e:
-            raise _store_error(self.display, "cannot read", e) from e
+            raise store_error(self.display, "cannot read", e) from e
 
     def _local_write(self, write: Callable[..., Any], *args: Any) -> Any:
         try:
@@ -426,29 +401,4 @@ class Store:
         try:
             return fn(*args)
         except Exception as e:
-            raise _store_error(self.display, "write failed", e) from e
-
-
-def _filesystem(url: str, storage_options: dict[str, Any]) -> tuple[Any, str]:
-    try:
-        fs, root = fsspec.core.url_to_fs(url, **storage_options)
-        return fs, str(root)
-    except ImportError as e:
-        raise InvalidInput(f"store {redact(url)}: its filesystem is not installed ({e}). "
-                           "For s3:// run: pip install 'rayform[s3]'") from None
-    except (ValueError, TypeError) as e:
-        raise InvalidInput(f"store {redact(url)}: not a store URL fsspec can open ({e})") from None
-
-
-def _store_error(display: str, doing: str, e: BaseException) -> StoreError:
-    """One line for a failure of the store's backend (credentials, permissions, network)."""
-    kind = type(e).__name__
-    text = str(e).split("\n", 1)[0][:200]
-    fix = {
-        "NoCredentialsError": "set AWS credentials (env, ~/.aws, or storage options key/secret)",
-        "PermissionError": "check the credentials and the bucket's permissions",
-        "EndpointConnectionError": "check the endpoint URL and the network",
-        "ClientConnectorError": "check the endpoint URL and the network",
-        "ConnectionError": "check the endpoint URL and the network",
-    }.get(kind, "check the store URL, credentials and network")
-    return StoreError(f"{display}: {doing} ({kind}: {text}). {fix[0].upper() + fix[1:]}")
+            raise store_error(self.display, "write failed", e) from e

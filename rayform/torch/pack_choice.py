@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from rayform.cache.store_view import CachedStore
 from rayform.errors import InvalidInput, NotFound, PackNotFound, StreamNotFound
 from rayform.pack import Pack, Packs
-from rayform.pack.catalog import serves_size
+from rayform.pack.packs import serves_size
 from rayform.recordings.slices import Slice
 from rayform.sample.spec import SampleSpec
 from rayform.torch.world import World

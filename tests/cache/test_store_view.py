@@ -11,7 +11,7 @@ import rayform
 from rayform.cache.directory import ShardCache
 from rayform.cache.store_view import CachedStore, StoreRef
 from rayform.errors import BlobNotFound, IntegrityError, OfflineError
-from rayform.ops.references import pack_data
+from rayform.ops.references import pack_closure, slice_closure
 from rayform.recordings.slices import Slices
 from rayform.store.store import Store
 
@@ -128,7 +128,7 @@ def test_a_missing_shard_is_the_same_error_through_both_datasets(demo_client, tm
     pack = client.pack(s, 15, workers=1, progress=False)
     if where == "remote":  # the same pack in a memory store, read through a fresh cache
         remote = rayform.Client(f"memory://gone-{uuid.uuid4().hex[:8]}", cache=tmp_path / "cache")
-        for digest in [s.digest, *(seg.version for seg in s.segments), pack.digest, *pack_data(pack)]:
+        for digest in dict.fromkeys(r.blob for r in [*slice_closure(s), *pack_closure(pack)]):
             remote.store.put_blob(client.store.get_blob(digest))
         for key in list(client.store.list_refs("refs")):
             remote.store.put_ref(key, client.store.get_ref(key))

@@ -315,7 +315,7 @@ def test_gc_is_a_dry_run_unless_told_and_keeps_young_blobs(demo_store, tmp_path)
 def test_listings_have_a_header_and_counts_read_as_words(demo_store, tmp_path):
     store, slice_id = demo_store
     segments = run("segments", "ls", store=store).stdout.splitlines()
-    assert segments[0].split() == ["segment", "version", "site", "name"] and len(segments) == 3
+    assert segments[0].split() == ["segment", "version", "site", "seconds", "name"] and len(segments) == 3
     slices = run("slices", "ls", store=store).stdout.splitlines()
     assert slices[0].split() == ["slice", "segments", "sites", "name"] and slice_id in "\n".join(slices[1:])
     one = run("demo", "--site", "solo", "--episodes", "1", "--seconds", "1", store=tmp_path / "one")
@@ -390,3 +390,28 @@ def test_show_says_how_each_pack_differs_and_which_a_dataset_reads(demo_store, t
     assert stats.returncode == 0 and f"({keys['small']})" in stats.stdout, stats.stderr
     described = json.loads(run("show", slice_id, "--json", store=copy).stdout)["packs"]
     assert {p["key"]: p["resize"] for p in described}[keys["small"]] == [8, 8]
+
+
+def test_segments_by_query_listed_limited_sliced_and_compacted(tmp_path):
+    """The catalog from the command line: ``segments ls --where/--limit``, ``slices create
+    --where`` and ``segments compact``; a bad query is one line and exit 2."""
+    store = tmp_path / "store"
+    for seconds in ("2", "4"):  # two ingests: two parts of the site's catalog
+        assert run("demo", "--site", f"s{seconds}", "--episodes", "3", "--seconds", seconds, store=store).returncode == 0
+    listed = run("segments", "ls", "--where", "duration > 3", store=store).stdout.splitlines()
+    assert listed[0].split() == ["segment", "version", "site", "seconds", "name"]
+    assert len(listed) == 4 and all(line.split()[2] == "s4" for line in listed[1:])
+    assert len(run("segments", "ls", "--limit", "2", store=store).stdout.splitlines()) == 3
+    as_json = json.loads(run("segments", "ls", "--json", "--where", "site == 's2'", store=store).stdout)
+    assert [r["site"] for r in as_json] == ["s2"] * 3 and all(r["duration_s"] < 3 for r in as_json)
+    made = run("slices", "create", "--where", "duration > 3 and has('cam0/rgb')", "--name", "long", store=store)
+    assert made.returncode == 0, made.stderr
+    shown = json.loads(run("show", "long", "--json", store=store).stdout)
+    assert shown["segments_total"] == 3
+    bad = run("slices", "create", "--where", "duration >>> 3", store=store)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "where" in bad.stderr and "Traceback" not in bad.stderr
+    compacted = run("segments", "compact", store=store)
+    assert compacted.returncode == 0 and "site s2:" in compacted.stdout, compacted.stderr
+    assert len(list((store / "refs" / "catalog" / "s2").glob("*.json"))) == 1
+    again = run("segments", "ls", store=store).stdout.splitlines()
+    assert len(again) == 7 and again == run("segments", "ls", store=store).stdout.splitlines()

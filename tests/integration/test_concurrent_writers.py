@@ -21,11 +21,13 @@ from rayform.recordings.segments import Segments
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 CTX = multiprocessing.get_context("fork")
-T = np.arange(50, dtype=np.int64) * 10_000_000  # the timestamps every episode shares
+# the timestamps every episode shares: large enough to be a blob of their own (small ones go in a
+# bundle of the writer's, ``store.bundle``), which another writer's episode then finds and shares
+T = np.arange(40_000, dtype=np.int64) * 10_000_000
 
 
 def _episode(i: int, nan: bool = False) -> list:
-    values = np.random.default_rng(i).normal(size=(50, 4)).astype(np.float32)
+    values = np.random.default_rng(i).normal(size=(len(T), 4)).astype(np.float32)
     if nan:
         values[7] = np.nan
     return [rayform.ArrayStream("joints", T, values)]

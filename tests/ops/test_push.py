@@ -11,7 +11,7 @@ from rayform.errors import IntegrityError, SliceNotFound
 from rayform.ops.push import push
 from rayform.ops.references import pack_closure, slice_closure
 from rayform.ops.verify import verify
-from rayform.recordings.segment_writer import SegmentRef
+from rayform.recordings.catalog_parts import CatalogRow
 
 
 def _closure(client, slice_):
@@ -27,7 +27,8 @@ def test_push_copies_the_closure_with_the_same_ids_and_it_verifies(packed_small,
     report = push(src, s.id, dest, progress=False)
     closure = _closure(src, s)
     assert report.copied == len(closure) and report.present == 0
-    assert {b.digest for b in dest.store.backend.list_blobs()} == closure  # nothing more, nothing less
+    listed = {p.part for p in dest.segments.catalog.parts.listed()}  # the destination's catalog lists them
+    assert {b.digest for b in dest.store.backend.list_blobs()} == closure | listed  # nothing more, nothing less
     pushed = dest.slices.get(s.id)
     assert pushed.digest == s.digest and pushed.segments == s.segments
     assert [p.digest for p in dest.packs.list(pushed)] == [p.digest for p in src.packs.list(s)]
@@ -81,24 +82,30 @@ def test_a_corrupt_source_blob_is_never_pushed(packed_small, tmp_path):
 
 
 def test_a_pushed_old_version_never_becomes_the_latest(tmp_path):
+    """A segment's versions are in the order each was recorded at its origin (the time a row
+    keeps, and push copies): an old version pushed after a newer one is still the older."""
     dest = rayform.Client(tmp_path / "dst")
     a, b, c, mine = (f"{i}" * 64 for i in "abcd")
-    ref = SegmentRef("seg_0123456789ab", c, "lab", "ep")
-    dest.segments.record_versions(ref, [c], [a, b, c])
-    dest.segments.record_versions(ref, [a], [a, b, c])
-    dest.segments.record_versions(ref, [b], [a, b, c])
-    assert dest.segments.versions(ref.id) == [a, b, c]
+
+    def row(version, recorded):
+        return CatalogRow("seg_0123456789ab", "ep", "lab", version, None, recorded, 0, 10)
+
+    dest.segments.record_versions([row(c, 3)])
+    dest.segments.record_versions([row(a, 1)])
+    dest.segments.record_versions([row(b, 2), row(a, 1)])  # a version listed already is not listed again
+    assert dest.segments.versions("seg_0123456789ab") == [a, b, c]
+    assert dest.segments.catalog.table().num_rows == 3
     other = rayform.Client(tmp_path / "other")
-    other.segments.record_versions(ref, [mine], [mine])
-    other.segments.record_versions(ref, [a], [a, b, c])  # none of the source's here: it comes last
-    assert other.segments.versions(ref.id) == [mine, a]
+    other.segments.record_versions([row(mine, 10)])
+    other.segments.record_versions([row(a, 1)])
+    assert other.segments.versions("seg_0123456789ab") == [a, mine]
 
 
 def test_a_blob_missing_from_the_source_is_one_error_naming_the_fix(packed_small, tmp_path):
     from rayform.errors import BlobNotFound
 
     src, s = packed_small
-    gone = next(b for b, what in slice_closure(s) if "data" in what)
+    gone = next(b for b, what in slice_closure(s) if "bundle" in what)
     os.unlink(src.store.backend.blob_path(gone))
     dest = rayform.Client(tmp_path / "dst")
     with pytest.raises(BlobNotFound, match=f"{gone[:16]}.*missing.*rayform verify {s.id}"):

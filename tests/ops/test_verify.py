@@ -38,10 +38,12 @@ def test_one_flipped_byte_in_one_shard_is_found_and_named(demo_client):
 def test_a_missing_segment_blob_is_reported(demo_client):
     client, s = demo_client
     seg = s.segment(0)
-    gone = seg.streams["cam0/rgb"].data[0][0]
+    gone = seg.bundle.digest  # its manifest and small arrays (the demo's frames too: small)
+    assert seg.streams["cam0/rgb"].data[0][0] in seg.bundle
     os.unlink(client.store.backend.blob_path(gone))
     report = verify(client.store, slice_closure(s))
     assert [(p.blob, p.error) for p in report.problems] == [(gone, "is missing")]
+    assert "segment" in report.problems[0].what and "bundle" in report.problems[0].what
 
 
 def test_the_progress_bar_counts_each_blob_once(demo_client, capsys):

@@ -8,6 +8,7 @@ from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 import numpy as np
 import pytest
 
+import rayform
 from rayform import ArrayStream, ImageStream, PackSpec
 from rayform.codec import imagecodec, records
 from rayform.errors import InvalidInput, StreamNotFound
@@ -295,3 +296,23 @@ def test_a_script_on_stdin_packs_on_two_processes(tmp_path):
     done = subprocess.run([sys.executable, "-"], input=script, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert int(done.stdout.split()[-1]) > 0
+
+
+def test_a_large_slices_pack_keeps_its_segments_entries_apart(packed_small, monkeypatch):
+    """A pack of a slice of ``SEGMENTS_APART`` segments or more keeps what it says of each one in
+    a blob of its own, so opening the pack parses no per-episode list; the walk reaches it."""
+    from rayform.ops.references import pack_closure
+    from rayform.packer import driver
+
+    client, s = packed_small
+    listed = client.pack(s, 10, workers=1, progress=False)
+    monkeypatch.setattr(driver, "SEGMENTS_APART", 2)
+    apart = client.pack(s, 10, workers=1, progress=False, force=True)
+    manifest = client.store.get_json_blob(apart.digest)
+    assert manifest["segments"] == {"blob": apart.segments_blob, "count": len(s.segments)}
+    assert apart.segments_of(client.store) == listed.segments
+    assert apart.segments_blob in {r.blob for r in pack_closure(apart)}
+    with pytest.raises(rayform.InvalidInput, match="segments_of"):
+        apart.segments
+    reread = rayform.Pack(apart.digest, manifest)
+    assert reread.manifest == manifest and reread.samples == listed.samples

@@ -7,6 +7,7 @@ import os
 import numpy as np
 import pytest
 
+import rayform
 from rayform import ArrayStream, ImageStream, PoseStream
 from rayform.codec import imagecodec
 from rayform.errors import IntegrityError, InvalidInput, SegmentNotFound, StreamNotFound
@@ -94,14 +95,20 @@ def test_unknown_segment_and_stream(client):
         client.segments.get(ref.id).timestamps("wrist/rgb")
 
 
-def test_a_corrupt_segment_blob_is_one_clear_error(client):
+def test_a_corrupt_segment_blob_is_one_clear_error(client, tmp_path):
+    """A byte flipped in a bundle is found when it is opened (in a new process: one that has
+    mapped it already checks each member it reads)."""
     ref = client.segments.add("lab", "ep1", _streams())
     seg = client.segments.get(ref.id)
-    digest = seg.streams["joints/position"].data[0][0]
+    digest = seg.bundle.digest
     path = client.store.backend.blob_path(digest)
     data = bytearray(open(path, "rb").read())
     data[-1] ^= 0xFF
     os.chmod(path, 0o644)
     open(path, "wb").write(bytes(data))
+    fresh = rayform.Client(tmp_path / "store")
+    from rayform.recordings import bundles
+
+    bundles._OPEN.clear()  # as a new process
     with pytest.raises(IntegrityError, match=digest[:16]):
-        client.segments.get(ref.id).values("joints/position")
+        fresh.segments.get(ref.id).values("joints/position")

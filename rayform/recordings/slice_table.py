@@ -1,0 +1,163 @@
+"""A large slice's segments as one columnar blob, and the sequence a slice reads them as.
+
+A slice of a few thousand segments keeps them in its JSON manifest (``rayform.slice/1``, one
+object each). A slice of a million would be a 150 MB JSON document that every process
+parses into a million objects; from ``TABLE_AT`` segments on, a slice manifest
+(``rayform.slice/2``) names a table blob instead: msgpack of a few byte strings, one per
+column (a segment id's 6 bytes, a version's 32, its site's and bundle's place in short lists,
+the time range where one is taken), read into numpy arrays as they are. ``SliceSegments``
+is the slice's ``segments`` either way: a sequence that makes each ``SliceSegment`` when it
+is asked for, never all of them at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, overload
+
+import msgpack
+import numpy as np
+
+from rayform import names
+from rayform.errors import Malformed
+
+
+@dataclass(frozen=True, slots=True)  # slots: a slice may hold tens of thousands
+class SliceSegment:
+    """One segment version in a slice, with the time range taken from it (None: all), and the
+    bundle holding its manifest (None: a loose blob), so a slice reads, packs, pushes and keeps
+    its segments without a catalog."""
+
+    id: str
+    version: str
+    site: str
+    start_ns: int | None = None
+    end_ns: int | None = None
+    bundle: str | None = None
+
+    def to_manifest(self) -> dict[str, Any]:
+        out = {"id": self.id, "version": self.version, "site": self.site, "start_ns": self.start_ns,
+               "end_ns": self.end_ns}
+        return out if self.bundle is None else {**out, "bundle": self.bundle}
+
+
+TABLE_AT = 10_000  # a slice this large keeps its segments in a table blob
+TABLE_FORMAT = "rayform.slice-table/1"
+_NONE = np.iinfo(np.int64).min  # start_ns / end_ns not taken
+
+
+def encode(segments: Sequence[SliceSegment]) -> bytes:
+    """The table blob of ``segments`` (deterministic: the same segments, the same bytes)."""
+    sites = sorted({s.site for s in segments})
+    bundles = sorted({s.bundle for s in segments if s.bundle is not None})
+    site_at = {s: i for i, s in enumerate(sites)}
+    bundle_at = {b: i for i, b in enumerate(bundles)}
+    columns = {
+        "format": TABLE_FORMAT,
+        "count": len(segments),
+        "sites": sites,
+        "bundles": b"".join(bytes.fromhex(b) for b in bundles),
+        "id": b"".join(bytes.fromhex(s.id[4:]) for s in segments),
+        "version": b"".join(bytes.fromhex(s.version) for s in segments),
+        "site": np.array([site_at[s.site] for s in segments], "<u4").tobytes(),
+        "bundle": np.array([bundle_at[s.bundle] if s.bundle is not None else -1 for s in segments], "<i4").tobytes(),
+        "start_ns": np.array([_NONE if s.start_ns is None else s.start_ns for s in segments], "<i8").tobytes(),
+        "end_ns": np.array([_NONE if s.end_ns is None else s.end_ns for s in segments], "<i8").tobytes(),
+    }
+    return bytes(msgpack.packb(columns, use_bin_type=True))
+
+
+class SliceSegments(Sequence[SliceSegment]):
+    """A slice's segments: a list (``rayform.slice/1``) or columns (``rayform.slice/2``)."""
+
+    def __init__(self, listed: Sequence[SliceSegment] | None = None, table: bytes | None = None, what: str = "slice"):
+        self._listed = tuple(listed) if listed is not None else None
+        if table is not None:
+            self._columns(table, what)
+
+    def _columns(self, data: bytes, what: str) -> None:
+        try:
+            doc = msgpack.unpackb(data, raw=False, strict_map_key=True, max_bin_len=1 << 34, max_str_len=1 << 20,
+                                  max_array_len=1 << 24, max_map_len=64)
+        except Exception as e:  # untrusted bytes: whatever msgpack raises
+            raise Malformed(f"{what}: its segments table is not one ({type(e).__name__})") from None
+        if not isinstance(doc, dict) or doc.get("format") != TABLE_FORMAT:
+            raise Malformed(f"{what}: its segments table is not a {TABLE_FORMAT}")
+        n = doc.get("count")
+        if not isinstance(n, int) or isinstance(n, bool) or not 0 < n < 1 << 40:
+            raise Malformed(f"{what}: its segments table says {str(n)[:20]} segments")
+        sizes = {"id": 6, "version": 32, "site": 4, "bundle": 4, "start_ns": 8, "end_ns": 8}
+        for column, size in sizes.items():
+            if not isinstance(doc.get(column), bytes) or len(doc[column]) != n * size:
+                raise Malformed(f"{what}: its segments table's column {column} is not {n} values")
+        sites = doc.get("sites")
+        if not isinstance(sites, list) or not all(isinstance(s, str) and names.SITE.fullmatch(s) for s in sites):
+            raise Malformed(f"{what}: its segments table's sites are not site names")
+        bundles = doc.get("bundles")
+        if not isinstance(bundles, bytes) or len(bundles) % 32:
+            raise Malformed(f"{what}: its segments table's bundles are not digests")
+        self._n = n
+        self._ids = np.frombuffer(doc["id"], "S6")
+        self._versions = np.frombuffer(doc["version"], "V32")
+        self._site = np.frombuffer(doc["site"], "<u4")
+        self._bundle = np.frombuffer(doc["bundle"], "<i4")
+        self._start = np.frombuffer(doc["start_ns"], "<i8")
+        self._end = np.frombuffer(doc["end_ns"], "<i8")
+        self._sites: list[str] = sites
+        self._bundles = [bundles[i:i + 32].hex() for i in range(0, len(bundles), 32)]
+        if n and (self._site.max() >= len(sites) or self._bundle.max() >= len(self._bundles) or self._bundle.min() < -1):
+            raise Malformed(f"{what}: its segments table names a site or bundle it does not list")
+
+    def __len__(self) -> int:
+        return len(self._listed) if self._listed is not None else self._n
+
+    @overload
+    def __getitem__(self, index: int) -> SliceSegment: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[SliceSegment]: ...
+
+    def __getitem__(self, index: int | slice) -> SliceSegment | Sequence[SliceSegment]:
+        if self._listed is not None:
+            return self._listed[index]
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(self._n))]
+        i = range(self._n)[index]
+        start, end, bundle = int(self._start[i]), int(self._end[i]), int(self._bundle[i])
+        return SliceSegment("seg_" + bytes(self._ids[i]).ljust(6, b"\0").hex(), bytes(self._versions[i]).hex(),
+                            self._sites[int(self._site[i])], None if start == _NONE else start,
+                            None if end == _NONE else end, None if bundle < 0 else self._bundles[bundle])
+
+    def __iter__(self) -> Iterator[SliceSegment]:
+        return iter(self._listed) if self._listed is not None else (self[i] for i in range(self._n))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence) or len(other) != len(self):
+            return NotImplemented if not isinstance(other, Sequence) else False
+        return all(a == b for a, b in zip(self, other))
+
+    def __hash__(self) -> int:
+        return hash(len(self))
+
+    @property
+    def sites(self) -> list[str]:
+        if self._listed is not None:
+            return sorted({s.site for s in self._listed})
+        return sorted({self._sites[i] for i in np.unique(self._site).tolist()})
+
+    def first_positions(self) -> dict[str, int]:
+        """Each segment id's first place in the slice (its episode index)."""
+        if self._listed is not None:
+            out: dict[str, int] = {}
+            for i, s in enumerate(self._listed):
+                out.setdefault(s.id, i)
+            return out
+        ids, first = np.unique(self._ids, return_index=True)
+        return {"seg_" + bytes(x).ljust(6, b"\0").hex(): int(i) for x, i in zip(ids, first)}
+
+    def arrays(self) -> dict[str, Any]:
+        """The columns themselves (a table's), for code that works on a whole slice at once."""
+        if self._listed is not None:
+            raise ValueError("a listed slice has no columns")
+        return {"id": self._ids, "version": self._versions, "site": self._site, "bundle": self._bundle}

@@ -1,0 +1,200 @@
+"""The catalog: episodes stored in bulk (objects written grow with bytes, not episodes), one
+part per ingest per site, appenders that never conflict, compaction that loses nothing, and
+stores written before catalogs still read (and folded in)."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import numpy as np
+import pytest
+
+import rayform
+from rayform.errors import Malformed
+from rayform.recordings import catalog as catalog_module
+from rayform.recordings.catalog_parts import PREFIX, CatalogParts, new_key, ref_key
+from rayform.recordings.segment_writer import SEGMENT_FORMAT, segment_id
+from rayform.recordings.slices import SliceSegment
+from rayform.store.content import canonical_json
+
+T = np.arange(10, dtype=np.int64) * 100_000_000
+
+
+def _episode(i: int, task: str = "pick", meta: dict | None = None):
+    values = np.random.default_rng(i).normal(size=(10, 3)).astype(np.float32)
+    return ("lab", f"ep-{i:06d}", [rayform.ArrayStream("joints", T, values)], {"task": task, **(meta or {})})
+
+
+def _objects(root) -> set[str]:
+    return {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()}
+
+
+@pytest.mark.parametrize("episodes", [5, 500])
+def test_an_ingest_writes_a_few_objects_whatever_its_episode_count(tmp_path, episodes):
+    client = rayform.Client(tmp_path / "store")
+    client.segments.add_many([_episode(0)])  # the store exists
+    before = _objects(tmp_path / "store")
+    refs = client.segments.add_many([_episode(i) for i in range(1, episodes + 1)])
+    written = _objects(tmp_path / "store") - before
+    # one bundle (manifests, timestamps, values), one catalog part and its ref
+    assert len(written) == 3, sorted(written)
+    assert sum(p.startswith(f"{PREFIX}/lab/") for p in written) == 1
+    assert len(client.segments.list("lab")) == episodes + 1
+    seg = client.segments.get(refs[-1].id, refs[-1].version)  # each one addressable on its own
+    assert seg.name == f"ep-{episodes:06d}" and seg.values("joints").shape == (10, 3)
+
+
+def test_a_segment_keeps_every_version_in_the_order_they_were_recorded(client):
+    first = client.segments.add("lab", "ep", _episode(1)[2])
+    second = client.segments.add("lab", "ep", _episode(2)[2])
+    again = client.segments.add("lab", "ep", _episode(2)[2])  # nothing changed: the same version
+    assert again.version == second.version != first.version
+    assert client.segments.versions(first.id) == [first.version, second.version]
+    assert client.segments.get(first.id).version == second.version
+    assert client.segments.get(first.id, first.version).values("joints").tolist() == \
+        _episode(1)[2][0].values.tolist()  # the old one reads as it was
+    assert [r.version for r in client.segments.list()] == [second.version]
+
+
+def test_a_row_says_what_a_query_needs(client):
+    client.segments.add("lab", "ep", [rayform.ArrayStream("joints", T, np.zeros((10, 2))),
+                                      rayform.ImageStream("cam/depth", T[::2], np.zeros((5, 4, 4), np.uint16))],
+                        {"task": "stack", "success": True, "robot": {"arm": "ur5"}})
+    row = client.segments.catalog.latest().to_pylist()[0]
+    assert row["task"] == "stack" and row["duration_s"] == pytest.approx(0.9)
+    assert (row["start_ns"], row["end_ns"]) == (0, 900_000_000)
+    assert json.loads(row["meta"]) == {"task": "stack", "success": True, "robot": {"arm": "ur5"}}
+    streams = json.loads(row["streams"])
+    assert streams["joints"]["rate_hz"] == pytest.approx(10.0) and streams["cam/depth"]["rate_hz"] == pytest.approx(5.0)
+    assert streams["cam/depth"]["shape"] == [4, 4] and row["stream_names"] == ["cam/depth", "joints"]
+
+
+def test_appenders_in_many_threads_lose_no_part(tmp_path):
+    root = tmp_path / "store"
+    rayform.Client(root).segments.add_many([_episode(0)])
+
+    def ingest(k: int) -> None:
+        rayform.Client(root).segments.add_many([_episode(100 * k + i) for i in range(1, 6)])
+
+    threads = [threading.Thread(target=ingest, args=(k,)) for k in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    client = rayform.Client(root)
+    assert len(client.segments.list()) == 1 + 6 * 5
+    assert len(client.segments.catalog.parts.live("lab")) == 7
+
+
+def test_compaction_keeps_every_row_and_a_part_appended_meanwhile(tmp_path, monkeypatch):
+    client = rayform.Client(tmp_path / "store")
+    for k in range(4):
+        client.segments.add_many([_episode(10 * k + i) for i in range(3)])
+    changed = client.segments.add("lab", "ep-000000", _episode(99)[2])  # a second version of one
+    before = client.segments.catalog.table().to_pylist()
+    real = CatalogParts.compact
+
+    def meanwhile(self, site, merged, rows, replaced, legacy=()):
+        rayform.Client(tmp_path / "store").segments.add_many([_episode(500)])  # another writer appends
+        return real(self, site, merged, rows, replaced, legacy)
+
+    monkeypatch.setattr(CatalogParts, "compact", meanwhile)
+    done = client.segments.compact("lab")
+    assert done is not None and len(done.replaces) == 5 and done.part.rows == len(before)
+    parts = client.segments.catalog.parts.live("lab")
+    assert len(parts) == 2 and parts[0].key == done.part.key  # the compacted one, then the one appended
+    after = client.segments.catalog.table().to_pylist()
+    assert after[:len(before)] == before and after[-1]["name"] == "ep-000500"
+    assert client.segments.get(changed.id).version == changed.version
+    monkeypatch.setattr(CatalogParts, "compact", real)
+    assert client.segments.compact("lab").part.rows == len(before) + 1
+    assert client.segments.compact("lab") is None  # one part: nothing to do
+
+
+def test_a_reader_listing_during_a_compaction_sees_every_row_once(tmp_path):
+    client = rayform.Client(tmp_path / "store")
+    for k in range(3):
+        client.segments.add_many([_episode(10 * k + i) for i in range(2)])
+    parts = client.segments.catalog.parts.live("lab")
+    rows = client.segments.catalog.table()
+    from rayform.recordings.catalog_parts import encode_table
+
+    # the compacted part written, the parts it replaces not yet removed: as a crash would leave it
+    client.segments.catalog.parts._write("lab", encode_table(rows), new_key(parts[-1].key.split("-")[0]),
+                                         tuple(p.key for p in parts), rows.num_rows)
+    assert len(client.segments.catalog.parts.listed("lab")) == 4
+    assert client.segments.catalog.table().to_pylist() == rows.to_pylist()
+
+
+def _legacy_store(root):
+    """A store as rayform wrote it before catalogs: loose manifests, a ref per segment."""
+    client = rayform.Client(root)
+    store = client.store
+    out = []
+    for i in range(3):
+        ts = store.put_blob(rayform.codec.records.to_npy(T))
+        values = store.put_blob(rayform.codec.records.to_npy(np.full((10, 2), i, np.float32)))
+        name = f"old-{i}"
+        sid = segment_id("lab", name)
+        manifest = {"format": SEGMENT_FORMAT, "id": sid, "site": "lab", "name": name, "meta": {"task": "old"},
+                    "streams": {"joints": {"kind": "array", "count": 10, "dtype": "<f4", "shape": [2],
+                                           "timestamps": ts, "data": [[values, 10]], "meta": {}}}}
+        version = store.put_blob(canonical_json(manifest))
+        store.put_ref(f"refs/segments/lab/{sid}.json", {"id": sid, "site": "lab", "name": name, "versions": [version]})
+        out.append(SliceSegment(sid, version, "lab"))
+    return out
+
+
+def test_a_store_written_before_catalogs_reads_and_compacts(tmp_path):
+    root = tmp_path / "store"
+    old = _legacy_store(root)
+    client = rayform.Client(root)
+    s = client.slices.create([{"id": o.id, "version": o.version} for o in old], name="old")
+    assert [seg.bundle for seg in s.segments] == [None] * 3
+    assert sorted(r.name for r in client.segments.list()) == ["old-0", "old-1", "old-2"]
+    new = client.segments.add("lab", "new", _episode(1)[2])
+    assert client.segments.get(old[1].id).values("joints")[0].tolist() == [1.0, 1.0]
+    done = client.segments.compact("lab")
+    assert done.legacy == 3 and not list((root / "refs" / "segments").rglob("*.json"))
+    catalog_module._CATALOGS.clear()
+    again = rayform.Client(root)
+    rows = {r["name"]: r for r in again.segments.catalog.table().to_pylist()}
+    assert set(rows) == {"old-0", "old-1", "old-2", "new"} and rows["old-0"]["task"] == "old"
+    assert rows["old-0"]["duration_s"] == pytest.approx(0.9) and rows["old-0"]["bundle"] is None
+    assert again.segments.get(new.id).version == new.version
+    assert again.slices.get(s.id).segment(2).values("joints")[0].tolist() == [2.0, 2.0]
+    from rayform.ops.gc import collect
+
+    collect(again, delete=True, grace_s=0)  # the folded part now reaches the loose manifests and data
+    assert again.slices.get(s.id).segment(0).values("joints").shape == (10, 2)
+    assert again.segments.get(old[0].id).values("joints").shape == (10, 2)
+
+
+@pytest.mark.parametrize("hostile", ["not parquet", "bad id", "another site", "bad bundle", "rows lie"])
+def test_a_hostile_catalog_part_is_one_malformed(tmp_path, hostile):
+    client = rayform.Client(tmp_path / "store")
+    client.segments.add_many([_episode(i) for i in range(3)])
+    part = client.segments.catalog.parts.live("lab")[0]
+    table = catalog_module.part_table(client.store, part)
+    import pyarrow as pa
+
+    from rayform.recordings.catalog_parts import encode_table
+
+    def column(name, values):
+        return table.set_column(table.schema.get_field_index(name), name, pa.array(values, pa.string()))
+
+    data = {
+        "not parquet": b"PAR1 not a parquet file",
+        "bad id": encode_table(column("id", ["../../etc"] * 3)),
+        "another site": encode_table(column("site", ["other"] * 3)),
+        "bad bundle": encode_table(column("bundle", ["/tmp/x"] * 3)),
+        "rows lie": encode_table(table),
+    }[hostile]
+    digest = client.store.put_blob(data)
+    rows = 99 if hostile == "rows lie" else 3
+    client.store.put_ref(ref_key("lab", part.key), {"format": "rayform.catalog-part/1", "part": digest, "rows": rows,
+                                                    "replaces": []})
+    catalog_module._TABLES.clear()
+    with pytest.raises(Malformed):
+        client.segments.list()
