@@ -198,7 +198,6 @@ def _row(row: dict[str, Any], what: str) -> CatalogRow:
 def latest_rows(table: Any) -> Any:
     """The last row of each segment id by (recorded, position)."""
     import pyarrow as pa
-
     import pyarrow.compute as pc
 
     if table.num_rows == 0 or pc.count_distinct(table.column("id")).as_py() == table.num_rows:
