@@ -26,6 +26,7 @@ from typing import IO, Any
 import numpy as np
 
 from rayform.codec import imagecodec
+from rayform.codec.video import STRICT
 from rayform.converters.source_files import SourceFiles
 from rayform.converters.video_source import demux_video
 from rayform.errors import InvalidInput
@@ -274,7 +275,11 @@ def decode_frames(source: IO[bytes] | str, path: PurePath, from_s: float, to_s: 
     frames: list[bytes] = []
     try:
         with av.open(source) as container:
+            if not container.streams.video:
+                raise InvalidInput(f"{path}: no video stream in it (a damaged file: the box that lists its streams "
+                                   "is missing or zeroed)")
             stream = container.streams.video[0]
+            stream.codec_context.options = dict(STRICT)  # damage is an error, never frames made up
             half = 0.5 / fps
             if from_s > 0:
                 container.seek(int(max(0.0, from_s - 1.0) / stream.time_base), stream=stream, backward=True)
@@ -284,6 +289,9 @@ def decode_frames(source: IO[bytes] | str, path: PurePath, from_s: float, to_s: 
                     continue
                 if to_s is not None and t >= to_s - half:
                     break
+                if frame.is_corrupt:
+                    raise InvalidInput(f"{path}: the video frame at {t:.3f} s is damaged (the decoder found errors "
+                                       "in its bitstream)")
                 frames.append(imagecodec.encode_jpeg(frame.to_ndarray(format="rgb24"), quality))
     except av.FFmpegError as e:
         raise InvalidInput(f"{path}: cannot decode the video ({e})") from e

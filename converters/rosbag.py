@@ -14,6 +14,8 @@ typestore). One segment per bag. Messages:
 ``nav_msgs/Odometry``
 ``tf2_msgs/TFMessage``              each parent→child transform as a pose stream ``tf/<parent>/<child>``
 ``sensor_msgs/CameraInfo``          kept in the segment's metadata under ``camera_info``
+``foxglove_msgs/CompressedVideo``   a video stream, its packets as recorded (H.264, H.265, AV1;
+                                    ``ros_video``)
 ==================================  ==============================================================
 
 Timestamps: the header stamp when it is set, the log time otherwise (``stamp="log"``
@@ -31,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from rayform.converters import ros_video
 from rayform.errors import InvalidInput
 from rayform.recordings.streams import ArrayStream, ImageStream, PoseStream, Stream
 
@@ -40,7 +43,7 @@ JOINTS = {"sensor_msgs/msg/JointState"}
 POSES = {"geometry_msgs/msg/PoseStamped", "geometry_msgs/msg/PoseWithCovarianceStamped", "nav_msgs/msg/Odometry"}
 TF = {"tf2_msgs/msg/TFMessage"}
 CAMERA_INFO = {"sensor_msgs/msg/CameraInfo"}
-SUPPORTED = IMAGE | COMPRESSED | JOINTS | POSES | TF | CAMERA_INFO
+SUPPORTED = IMAGE | COMPRESSED | JOINTS | POSES | TF | CAMERA_INFO | {ros_video.MSGTYPE}
 ENCODINGS = {"rgb8": (np.uint8, 3), "bgr8": (np.uint8, 3), "mono8": (np.uint8, 1), "16UC1": (np.uint16, 1),
              "mono16": (np.uint16, 1), "32FC1": (np.float32, 1)}
 
@@ -152,6 +155,12 @@ def read_bag(path: str | Path, mapping: Mapping[str, str | None] | None = None, 
             kinds[base] = "compressed"
             series[base]["t"].append(t)
             series[base]["v"].append(bytes(msg.data))
+        elif msgtype == ros_video.MSGTYPE:
+            kinds[base] = "video"
+            series[base]["t"].append(int(msg.timestamp.sec) * 1_000_000_000 + int(msg.timestamp.nanosec)
+                                     if stamp == "header" and int(msg.timestamp.sec) > 0 else log_ns)
+            series[base]["v"].append((bytes(msg.data), str(msg.format)))
+            series[base].setdefault("topic", topic)
         elif msgtype in IMAGE:
             kinds[base] = "image"
             series[base]["t"].append(t)
@@ -187,6 +196,9 @@ def read_bag(path: str | Path, mapping: Mapping[str, str | None] | None = None, 
             streams.append(PoseStream(name, ts, v, frame="ros"))
         elif kinds[name] == "compressed":
             streams.append(ImageStream(name, ts, ordered))
+        elif kinds[name] == "video":
+            streams.append(ros_video.video_stream(name, ts, [p for p, _ in ordered], [f for _, f in ordered], path,
+                                                  s["topic"]))
         elif kinds[name] == "image":
             streams.append(ImageStream(name, ts, np.stack(ordered)))
         else:

@@ -221,13 +221,13 @@ def segment_manifest(client: rayform.Client, segment: Any) -> dict:
 
 
 def recorded_video(frames: int = 12, lead: int = 0, size: int = 64, name: str = "cam/rgb",
-                   seed: int = 0) -> tuple[rayform.VideoStream, list[np.ndarray]]:
-    """A camera's H.264 (a keyframe every 4 frames) as a recorder keeps it, and its frames as
-    decoded; the first ``lead`` frames are a lead-in before the segment's first."""
+                   seed: int = 0, crf: int | None = None) -> tuple[rayform.VideoStream, list[np.ndarray]]:
+    """A camera's H.264 (a keyframe every 4 frames, at ``crf``) as a recorder keeps it, and its
+    frames as decoded; the first ``lead`` frames are a lead-in before the segment's first."""
     from rayform.codec.video import PyAVDecoder
     from rayform.codec.video_encoder import VideoCodec
 
-    clip = VideoCodec("h264", clip_frames=4).encode(moving_texture(frames, size, seed), 30)
+    clip = VideoCodec("h264", crf, clip_frames=4).encode(moving_texture(frames, size, seed), 30)
     decoded = PyAVDecoder().decode(clip, range(frames), None, "source")
     times = np.arange(frames, dtype=np.int64) * (1_000_000_000 // 30)
     stream = rayform.VideoStream(name, times[lead:], list(clip.packets), times,

@@ -256,3 +256,14 @@ def test_a_listing_key_with_dot_dots_is_skipped_and_nothing_is_written_outside(h
         assert {r.id for r in listed} == {x.id for x in s.segments}
         assert client.slices.list()
     assert not [p for p in around.parent.rglob("x.json") if cache not in p.parents]
+
+
+def test_a_pack_declaring_a_huge_camera_is_refused_before_a_batch_buffer_is_allocated(hostile):
+    """16384x16384 is within the sides a schema may declare; 64 of them are 51 GB. The batch
+    buffer is refused before it is allocated, saying which stream and size."""
+    torch = pytest.importorskip("torch")
+    client, s, pack, around, cache = hostile
+    forge_pack(client, pack, manifest=lambda m: m["schema"]["cam0/rgb"].update(shape=[16384, 16384, 3]))
+    ds = rayform.torch.EpisodeDataset(client.slices.get(s.id), obs=["cam0/rgb"], action="joints/position", fps=15)
+    with unchanged(around, cache), pytest.raises(Malformed, match=r"more than half.*cam0/rgb is 16384x16384x3"):
+        next(iter(torch.utils.data.DataLoader(ds, batch_size=64)))

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-from collections.abc import Iterator
 from typing import Any
 
 from rayform.cli.show import stream_kind
@@ -19,7 +18,7 @@ from rayform.recordings.slices import Slice
 from rayform.sizes import format_size, parse_size
 
 
-def _client(args: argparse.Namespace, writes: bool = False) -> Client:
+def store_client(args: argparse.Namespace, writes: bool = False) -> Client:
     """The client of the store the command names. A command that only reads refuses a local
     store that does not exist (a mistyped path would read as an empty store, and exit 0),
     unless it is the built-in default, which is empty until the first write."""
@@ -49,7 +48,7 @@ def storage_options(pairs: list[str]) -> dict[str, Any]:
 def demo(args: argparse.Namespace) -> int:
     from rayform.converters.demo import DemoConfig, ingest_demo
 
-    client = _client(args, writes=True)
+    client = store_client(args, writes=True)
     config = DemoConfig(episodes=args.episodes, seconds=args.seconds, seed=args.seed)
     refs = ingest_demo(client, args.site, config, progress=not args.quiet)
     slice_ = client.slices.create(refs, name=args.site)
@@ -59,82 +58,15 @@ def demo(args: argparse.Namespace) -> int:
     return 0
 
 
-def segments_ls(args: argparse.Namespace) -> int:
-    """The latest version of each segment, by site and name; printed as it is read (a --limit
-    stops early)."""
-    client = _client(args)
-    if args.limit is not None and args.limit < 0:
-        raise InvalidInput(f"--limit {args.limit}: a number of segments, 0 or more")
-    rows = listing(client, args.site, args.where)
-    if client.store.offline and not args.json:
-        print(f"offline: the segments the cache {client.store.cache_root} holds of {client.store.display}")
-    shown = 0
-    if args.json:
-        print("[", end="")
-    for row in rows:
-        if args.limit is not None and shown >= args.limit:
-            break
-        if args.json:
-            print(("," if shown else "") + json.dumps({k: row[k] for k in ("id", "version", "site", "name", "task",
-                                                                          "duration_s")}))
-        else:
-            if not shown:
-                print(f"{'segment':16}  {'version':12}  {'site':12}  {'seconds':>8}  name", flush=True)
-            print(f"{row['id']:16}  {row['version'][:12]}  {row['site']:12}  {_seconds(row['duration_s'])}  {row['name']}")
-        shown += 1
-    if args.json:
-        print("]")
-    elif not shown:
-        print("no segments" + (f" at site {args.site!r}" if args.site else "")
-              + (f" where {args.where}" if args.where else "") + f" in {client.store.display}")
-    return 0
-
-
-def _seconds(value: float | None) -> str:
-    return f"{value:8.1f}" if value is not None else f"{'-':>8}"
-
-
-def listing(client: Client, site: str | None, where: str | None) -> Iterator[dict[str, Any]]:
-    """Each segment's latest row (catalog columns), by site and name, a batch at a time."""
-    from rayform.recordings import query
-    from rayform.recordings.segment_writer import check_site
-
-    if where is not None:
-        query.parse(where)
-    table = client.segments.catalog.latest(check_site(site) if site else None,
-                                           columns=[*query.COLUMNS_READ])
-    if where is not None:
-        table = query.select(table, where)
-    table = table.sort_by([("site", "ascending"), ("name", "ascending")])
-    for batch in table.select(["id", "version", "site", "name", "task", "duration_s"]).to_batches(4096):
-        yield from batch.to_pylist()
-
-
-def segments_compact(args: argparse.Namespace) -> int:
-    client = _client(args, writes=True)
-    catalog = client.segments.catalog
-    sites = args.site or sorted({p.site for p in catalog.parts.live()} | {r[1] for r in catalog.legacy_refs()})
-    if not sites:
-        print(f"no segments in {client.store.display}: nothing to compact")
-    for site in sites:
-        done = client.segments.compact(site)
-        if done is None:
-            print(f"site {site}: one part already ({plural(catalog.parts.live(site)[0].rows, 'row')})")
-        else:
-            print(f"site {site}: {plural(len(done.replaces), 'part')} and {plural(done.legacy, 'per-segment ref')} "
-                  f"folded into one of {plural(done.part.rows, 'row')} ({done.part.key})")
-    return 0
-
-
 def slices_create(args: argparse.Namespace) -> int:
-    client = _client(args, writes=True)
+    client = store_client(args, writes=True)
     slice_ = client.slices.create(args.segment, site=args.site or None, name=args.name, where=args.where)
     print(slice_.id)
     return 0
 
 
 def slices_ls(args: argparse.Namespace) -> int:
-    client = _client(args)
+    client = store_client(args)
     slices = client.slices.list()
     if args.json:
         print(json.dumps([{"id": s.id, "name": s.name, "segments": len(s.segments), "sites": s.sites,
@@ -161,7 +93,7 @@ def slices_split(args: argparse.Namespace) -> int:
             sep = ""
         if not sep:
             raise InvalidInput(f"split {item!r}: write each split as NAME=SHARE, e.g. train=0.9 val=0.1")
-    children = _client(args, writes=True).slices.split(args.slice, shares, seed=args.seed)
+    children = store_client(args, writes=True).slices.split(args.slice, shares, seed=args.seed)
     for name, child in children.items():
         print(f"{name:8} {child.id}  {plural(len(child.segments), 'segment')}  {child.name}")
     return 0
@@ -170,11 +102,11 @@ def slices_split(args: argparse.Namespace) -> int:
 def show(args: argparse.Namespace) -> int:
     from rayform.cli.show import show as show_id
 
-    return show_id(args, _client(args))
+    return show_id(args, store_client(args))
 
 
 def slices_show(args: argparse.Namespace) -> int:
-    client = _client(args)
+    client = store_client(args)
     s = client.slices.get(args.slice)
     print(f"slice {s.id}  name: {s.name or '-'}  manifest: {s.digest[:16]}")
     print(f"segments ({len(s.segments)}):")
@@ -207,16 +139,23 @@ def _parse_resize(text: str | None) -> tuple[int, int] | None:
 def pack(args: argparse.Namespace) -> int:
     from rayform.packer.driver import pack_slice
 
-    client = _client(args, writes=True)
+    client = store_client(args, writes=True)
     s = client.slices.get(args.slice)
+    if args.quality is not None and args.codec != "jpeg":
+        raise InvalidInput(f"--quality {args.quality}: a JPEG quality, which re-encodes every camera as JPEG: give it "
+                           f"with --codec jpeg (--codec {args.codec} keeps recorded JPEGs untouched"
+                           + ("; for video, --crf or --psnr" if args.codec in ("h264", "av1", "hevc", "keep") else "")
+                           + ")")
     spec = PackSpec(
         fps=args.fps,
         streams=tuple(x.strip() for x in args.streams.split(",")) if args.streams else None,
         image_codec=args.codec,
-        jpeg_quality=args.quality,
+        jpeg_quality=90 if args.quality is None else args.quality,
+        jpeg_reencode=args.quality is not None,
         clip_frames=args.clip_frames,
         video_crf=args.crf,
         video_preset=args.preset,
+        video_psnr=args.psnr,
         resize=_parse_resize(args.resize),
         max_horizon=args.horizon,
         max_history=args.history,
@@ -239,6 +178,15 @@ def pack(args: argparse.Namespace) -> int:
           f"({format_size(size)})")
     dropped = ", ".join(f"{k} {v}" for k, v in p.dropped["by_stream"].items() if v)
     print(f"dropped {p.dropped['instants']} of {p.instants} instants as stale" + (f" ({dropped})" if dropped else ""))
+    for name, schema in p.schema.items():
+        v = schema.video
+        if v is not None:  # how each camera is held, and why it was encoded where packets were to be kept
+            held = f"its recorded {v.codec} packets kept" if v.kept else f"encoded as {v.codec} crf {v.crf}" + (
+                f", PSNR {v.psnr:.1f} dB (JPEG q90: {v.jpeg_psnr:.1f})" if v.psnr is not None else "")
+            print(f"camera {name}: {held}" + (f" (its packets not kept: {v.why})" if v.why else ""))
+    chosen = client.packs.find(s, p.fps, any_size=True)
+    print(f"a dataset at {p.fps:g} fps reads " + ("this pack" if chosen.key == p.key else
+          f"pack {chosen.key} (full size, then newest: rayform show {s.id}); this one with pack={p.key!r}"))
     for sh in p.shards:
         print(f"  {sh.sha256}  {sh.samples:6d} samples  {format_size(sh.bytes)}")
     return 0
@@ -247,7 +195,7 @@ def pack(args: argparse.Namespace) -> int:
 def stats(args: argparse.Namespace) -> int:
     import numpy as np
 
-    client = _client(args)
+    client = store_client(args)
     if args.pack is None and args.fps is None:
         raise InvalidInput("stats: name the pack with --fps N (the one a dataset at N fps reads) or --pack KEY")
     chosen = client.slices.get(args.slice)
@@ -269,7 +217,7 @@ def stats(args: argparse.Namespace) -> int:
 
 
 def verify(args: argparse.Namespace) -> int:
-    client = _client(args)
+    client = store_client(args)
     s = client.slices.get(args.slice)
     packs = chosen_packs(client, s, args.fps, args.pack, "verify")
     blobs = [*slice_closure(s), *(r for p in packs for r in pack_closure(p))]
@@ -278,7 +226,19 @@ def verify(args: argparse.Namespace) -> int:
         print(f"BAD  {problem}")
     state = "ok" if report.ok else f"{len(report.problems)} bad"
     print(f"{s.id}: {plural(report.blobs, 'blob')}, {format_size(report.bytes)} re-hashed: {state}")
-    return 0 if report.ok else 1
+    if not args.decode:
+        return 0 if report.ok else 1
+    from rayform.ops.decode_check import decode_check
+
+    decoded = decode_check(s, packs, progress=not args.quiet) if report.ok else None
+    if decoded is None:
+        print(f"{s.id}: not decoded: mend the blobs above first")
+        return 1
+    for problem in decoded.problems:
+        print(f"BAD  {problem.what}: {problem.error}")
+    state = "ok" if decoded.ok else f"{len(decoded.problems)} damaged"
+    print(f"{s.id}: {plural(decoded.blobs, 'video')} decoded: {state}")
+    return 0 if decoded.ok else 1
 
 
 def chosen_packs(client: Client, s: Slice, fps: float | None, key: str | None, doing: str) -> list[Pack]:
@@ -295,7 +255,7 @@ def chosen_packs(client: Client, s: Slice, fps: float | None, key: str | None, d
 def pull(args: argparse.Namespace) -> int:
     from rayform.ops.pull import pull as pull_slice
 
-    client = _client(args)
+    client = store_client(args)
     report = pull_slice(client, args.slice, args.fps, progress=not args.quiet, pack=args.pack)
     packs = ", ".join(p.key for p in report.packs)
     if report.local:
@@ -309,7 +269,7 @@ def pull(args: argparse.Namespace) -> int:
 def preview(args: argparse.Namespace) -> int:
     from rayform.preview import preview as write_preview
 
-    s = _client(args).slices.get(args.slice)
+    s = store_client(args).slices.get(args.slice)
     files = write_preview(s, args.out, fps=args.fps, segments=args.segment or args.segments, video=not args.no_video,
                           rerun=args.rerun, pack=args.pack)
     for path in files:
@@ -320,7 +280,7 @@ def preview(args: argparse.Namespace) -> int:
 def push(args: argparse.Namespace) -> int:
     from rayform.ops.push import push as push_slice
 
-    source = _client(args)
+    source = store_client(args)
     dest = Client(args.dest, storage_options=storage_options(args.dest_option), cache=args.cache)
     report = push_slice(source, args.slice, dest, args.fps, progress=not args.quiet, pack=args.pack)
     packs = ", ".join(p.key for p in report.packs) or "no packs"
@@ -351,7 +311,7 @@ def parse_duration(text: str) -> float:
 def gc(args: argparse.Namespace) -> int:
     from rayform.ops.gc import collect
 
-    client = _client(args)
+    client = store_client(args)
     grace = parse_duration(args.grace)
     report = collect(client, delete=args.delete, grace_s=grace)
     done = "deleted" if report.deleted else "would delete"
@@ -391,7 +351,7 @@ def ingest(args: argparse.Namespace) -> int:
         return 0
     if not args.site:
         raise InvalidInput("ingest: --site is required (where the recordings come from)")
-    client = _client(args, writes=True)
+    client = store_client(args, writes=True)
     options = {"mapping": _mapping(args), "allow_missing": args.allow_missing, "fps": args.fps, "stamp": args.stamp,
                "joints": [j.strip() for j in args.joints.split(",")] if args.joints else None, "task": args.task,
                "allow_nonfinite": args.allow_nonfinite, "decode_video": args.decode_video}

@@ -42,6 +42,8 @@ def _command(sub: Any, common: argparse.ArgumentParser, name: str, **kw: Any) ->
 def _parser() -> argparse.ArgumentParser:
     from rayform.cli import cache_commands as cc
     from rayform.cli import commands as c
+    from rayform.cli import segment_commands as sc
+    from rayform.codec.video_encoder import CRF
 
     # The global options, accepted before the command and after it (SUPPRESS: a subcommand's
     # parser leaves a value given before the command as it was).
@@ -83,10 +85,10 @@ def _parser() -> argparse.ArgumentParser:
     ls.add_argument("--where", metavar="QUERY", help="only those a query selects, e.g. \"task ~ 'pick' and duration > 10\"")
     ls.add_argument("--limit", type=int, metavar="N", help="only the first N")
     ls.add_argument("--json", action="store_true", help="one JSON list, for scripts")
-    ls.set_defaults(run=c.segments_ls)
+    ls.set_defaults(run=sc.segments_ls)
     cp = _command(seg, common, "compact", help="fold a site's catalog parts (and per-segment refs) into one")
     cp.add_argument("--site", action="append", default=[], help="this site (repeatable; default: every site)")
-    cp.set_defaults(run=c.segments_compact)
+    cp.set_defaults(run=sc.segments_compact)
 
     sl = _command(sub, common, "slices", help="slices in the store").add_subparsers(dest="action", required=True)
     cr = _command(sl, common, "create", help="create a slice; prints its id")
@@ -116,8 +118,14 @@ def _parser() -> argparse.ArgumentParser:
     pk.add_argument("--codec", default="keep", choices=["keep", "jpeg", "png", "h264", "av1", "hevc"],
                     help="image codec: keep (recorded images and video as they are), jpeg, png, or video: h264, av1, "
                          "hevc (default: keep)")
-    pk.add_argument("--quality", type=int, default=90, help="JPEG quality when re-encoding")
-    pk.add_argument("--crf", type=int, help="video quality, lower is better and larger (default: h264 18, hevc 20, av1 30)")
+    pk.add_argument("--quality", type=int, help="with --codec jpeg: re-encode every camera at this JPEG quality, "
+                    "recorded JPEGs too (without it they are kept untouched, and other frames encoded at 90)")
+    pk.add_argument("--psnr", type=float, metavar="DB",
+                    help="with a video codec: the quality to meet, in dB PSNR against the frames packed; the largest "
+                         "CRF that meets it on a sample of clips is used (the fewest bytes). show prints what a pack "
+                         "measured, and JPEG q90's figure beside it")
+    pk.add_argument("--crf", type=int, help="video quality, lower is better and larger (default: "
+                    + ", ".join(f"{codec} {crf}" for codec, crf in CRF.items()) + ")")
     pk.add_argument("--preset", help="video encoder speed (default: h264 and hevc medium, av1 8)")
     pk.add_argument("--clip-frames", type=int, default=8,
                     help="samples per video clip: a keyframe each, decoded alone (default 8)")
@@ -217,6 +225,9 @@ def _parser() -> argparse.ArgumentParser:
     v.add_argument("slice", help="the slice: its id (slc_…) or name")
     v.add_argument("--fps", type=float, help="only the packs at this fps")
     v.add_argument("--pack", metavar="KEY", help="only this pack (its key, e.g. fps15-129e34cc)")
+    v.add_argument("--decode", action="store_true",
+                   help="also decode every video (recorded, and the packs' clips): finds a recording damaged "
+                        "before it was stored, which hashes cannot")
     v.set_defaults(run=c.verify)
     return p
 

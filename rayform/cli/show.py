@@ -20,6 +20,7 @@ from rayform.client import Client
 from rayform.pack import Pack
 from rayform.pack.packs import preferred
 from rayform.recordings.segment_reader import Segment
+from rayform.recordings.slices import Slice
 from rayform.recordings.streams import StreamInfo
 from rayform.sizes import format_size
 
@@ -75,7 +76,8 @@ def pack_cameras(p: Pack) -> list[str]:
         gop = f", GOP {v.gop}" if v.gop is not None else ""
         size = f", {format_size(v.packet_bytes / max(1, p.samples))} a frame" if v.packet_bytes is not None else ""
         why = f" (encoded: {v.why})" if v.why else ""
-        out.append(f"{name}: {how}{gop}, clips of {v.clip_frames} samples{size}{why}")
+        quality = f", PSNR {v.psnr:.1f} dB (JPEG q90 {v.jpeg_psnr:.1f})" if v.psnr is not None else ""
+        out.append(f"{name}: {how}{gop}, clips of {v.clip_frames} samples{size}{quality}{why}")
     return out
 
 
@@ -168,6 +170,15 @@ def show_json(args: argparse.Namespace, client: Client) -> int:
     return 0
 
 
+def suggested_fps(s: Slice) -> str:
+    """The rate to pack a slice at: its cameras' (the slowest of its first segment's), so a video
+    recorded at that rate is kept packet for packet rather than re-encoded; 15 with no camera."""
+    seg = s.segment(0)
+    rates = [found[0] for name, info in seg.streams.items() if info.is_image
+             and (found := rate_of(seg.timestamps(name))) is not None]
+    return f"{round(min(rates)):g}" if rates else "15"
+
+
 def show(args: argparse.Namespace, client: Client) -> int:
     if args.json:
         return show_json(args, client)
@@ -181,7 +192,7 @@ def show(args: argparse.Namespace, client: Client) -> int:
     if len(s.segments) > args.segments:
         print(f"  … and {plural(len(s.segments) - args.segments, 'more segment')} (--segments N shows more)")
     packs = packs_described(client, s)
-    print(f"packs ({len(packs)}):" if packs else f"no packs. Make one: rayform pack {s.id} --fps 15")
+    print(f"packs ({len(packs)}):" if packs else f"no packs. Make one: rayform pack {s.id} --fps {suggested_fps(s)}")
     for p, made, default, differs in packs:
         size = sum(sh.bytes for sh in p.shards)
         dropped = ", ".join(f"{k} {v}" for k, v in p.dropped["by_stream"].items() if v) or "none"

@@ -20,6 +20,11 @@ per (epoch, partition, window, g). So:
 
 Runs that straddle two clips, and lanes in other workers, decode a clip more than once
 (a few percent with runs of 8 clips); the samples are the same either way.
+
+Which clips make a run is itself seeded by the epoch: the window's samples are taken in
+blocks of ``clip`` (a clip's length), the blocks in a seeded order, and the runs cut from
+that. Without it, a pack of one shard (whose epoch order is its file order) would make the
+same batches every epoch and every seed, the lanes only moving them from slot to slot.
 """
 
 from __future__ import annotations
@@ -29,14 +34,18 @@ import numpy as np
 from rayform.permutation import Permutation
 
 _SALT = 0x1A7E << 48
+_BLOCK_SALT = 0xB10C << 44
 
 
 class LanePermutation:
     """Positions ``0 … n−1`` of one window (``b`` slots a batch; any partial last batch kept
     in place) to the window's samples, lane by lane."""
 
-    def __init__(self, n: int, b: int, stride: int, seed: int, epoch: int, key: int):
+    def __init__(self, n: int, b: int, stride: int, seed: int, epoch: int, key: int, clip: int = 0):
+        """``clip``: the blocks of consecutive samples whose order is seeded (0: none)."""
         self.n, self.b, self.stride = n, b, stride
+        self.clip = clip
+        self.blocks = Permutation(n // clip, seed, epoch, _BLOCK_SALT ^ key) if clip and n // clip > 1 else None
         self.rows = n // b  # whole batches of the window; the rest stay in place
         g = np.arange(stride)
         self.rows_of = (self.rows - g + stride - 1) // stride  # batches of the window in lane group g
@@ -54,4 +63,8 @@ class LanePermutation:
             mine = g == k
             lane[mine] = self.perms[k](i[mine])
         out[whole] = self.base[g] + lane * self.rows_of[g] + r
+        if self.blocks is not None:  # which clips a run reads, seeded: (block, place in it) to (its block's place, …)
+            inside = out < self.blocks.n * self.clip
+            block, at = np.divmod(out[inside], self.clip)
+            out[inside] = self.blocks(block) * self.clip + at
         return np.asarray(out, np.int64)

@@ -41,9 +41,10 @@ _WINDOW_SALT = 0x57 << 56
 # The version of the epoch order EpochPlan makes (windows ramping up since 2; padding kept at
 # the end of its partition since 3, where 2 shuffled it into the last window; padding in the
 # last global batch only since 4, where 3 put it all in the last partitions, spilling into the
-# batches before): a saved state says the one it was saved under, so a reader that makes another
-# order can tell. Orders 2, 3 and 4 are the same where an epoch has no padding, and 3 and 4
-# where it has one partition.
+# batches before; and a video pack's lanes reading its clips in an order seeded by the epoch):
+# a saved state says the one it was saved under, so a reader that makes another order can
+# tell. For a pack without video, orders 2, 3 and 4 are the same where an epoch has no
+# padding, and 3 and 4 where it has one partition.
 ORDER = 4
 _CACHED_WINDOWS = 1024
 
@@ -71,18 +72,20 @@ class EpochPlan:
     """One epoch's global batches: which epoch positions each slot of each step reads."""
 
     def __init__(self, total: int, global_batch: int, partitions: int, window: int, seed: int, epoch: int,
-                 equalize: str = "pad", lanes: tuple[int, int] | None = None):
-        """``lanes``: ``(stride, run)`` for a video pack: windows are permuted in lanes
-        (``order.lanes``) of about ``run`` samples, ``stride`` global batches apart, instead of
-        at random; a window is then ``stride × run`` global batches (``window`` > 1 turns it on)."""
+                 equalize: str = "pad", lanes: tuple[int, ...] | None = None):
+        """``lanes``: ``(stride, run)`` or ``(stride, run, clip)`` for a video pack: windows are
+        permuted in lanes (``order.lanes``) of about ``run`` samples, ``stride`` global batches
+        apart, instead of at random, their clips (blocks of ``clip`` samples) in a seeded order;
+        a window is then ``stride × run`` global batches (``window`` > 1 turns it on)."""
         self.total = _whole("samples", total, 0)
         self.global_batch = _whole("global batch", global_batch, 1)
         self.partitions = _whole("partitions", partitions, 1)
         self.window = _whole("shuffle window", window, 0)
         self.seed, self.epoch = seed, epoch
-        self.lanes = None
+        self.lanes: tuple[int, int, int] | None = None
         if lanes is not None and self.window > 1:
-            self.lanes = (_whole("clip stride", lanes[0], 1), _whole("lane run", lanes[1], 1))
+            self.lanes = (_whole("clip stride", lanes[0], 1), _whole("lane run", lanes[1], 1),
+                          _whole("clip", lanes[2], 0) if len(lanes) > 2 else 0)
         self.steps = steps(self.total, self.global_batch, equalize)
         # slots [bounds[c], bounds[c+1]) of every global batch belong to partition c
         self.bounds = np.arange(self.partitions + 1, dtype=np.int64) * self.global_batch // self.partitions
@@ -174,7 +177,8 @@ class EpochPlan:
             if self.lanes is None:
                 perm = Permutation(size, self.seed, self.epoch, _WINDOW_SALT | part << 32 | window)
             else:
-                perm = LanePermutation(size, width, self.lanes[0], self.seed, self.epoch, part << 32 | window)
+                perm = LanePermutation(size, width, self.lanes[0], self.seed, self.epoch, part << 32 | window,
+                                       self.lanes[2])
             self._perms[key] = perm
         return perm
 

@@ -60,10 +60,15 @@ class VideoSchema:
     why: str | None = None
     packet_bytes: int | None = None  # its clips' packets in the pack (known once packed)
     gop: int | None = None  # the most frames from a keyframe to the next: clip_frames where encoded
+    psnr: float | None = None  # dB, encoded against the frames packed, measured on a sample of clips
+    jpeg_psnr: float | None = None  # the same frames as JPEG at quality 90, for comparison
 
     def to_manifest(self) -> dict[str, Any]:
-        return {"codec": self.codec, "clip_frames": self.clip_frames, "kept": self.kept, "crf": self.crf,
-                "preset": self.preset, "why": self.why, "packet_bytes": self.packet_bytes, "gop": self.gop}
+        out = {"codec": self.codec, "clip_frames": self.clip_frames, "kept": self.kept, "crf": self.crf,
+               "preset": self.preset, "why": self.why, "packet_bytes": self.packet_bytes, "gop": self.gop}
+        if self.psnr is not None:  # a pack made before they were measured says nothing of them
+            out.update(psnr=self.psnr, jpeg_psnr=self.jpeg_psnr)
+        return out
 
     @classmethod
     def from_manifest(cls, m: Any, what: str) -> VideoSchema:
@@ -80,7 +85,10 @@ class VideoSchema:
         size, gop = m.get("packet_bytes"), m.get("gop")
         if not all(v is None or (type(v) is int and v >= 0) for v in (size, gop)):
             raise Malformed(f"{what}: video bytes {str(size)[:20]} or GOP {str(gop)[:20]} is not a count")
-        return cls(m["codec"], frames, m["kept"], crf, preset, why, size, gop)
+        quality = [m.get("psnr"), m.get("jpeg_psnr")]
+        if not all(v is None or (type(v) in (int, float) and 0 <= v <= 1000) for v in quality):
+            raise Malformed(f"{what}: video PSNR {str(quality)[:40]} is not a number of dB")
+        return cls(m["codec"], frames, m["kept"], crf, preset, why, size, gop, *quality)
 
 
 @dataclass(frozen=True)

@@ -34,10 +34,13 @@ class PackSpec:
     """How a slice is rendered for training.
 
     ``image_codec``: ``"keep"`` stores recorded JPEG/PNG bytes untouched (raw frames become
-    PNG, or npy for float depth); ``"jpeg"`` re-encodes at ``jpeg_quality``; ``"png"`` stores
+    PNG, or npy for float depth); ``"jpeg"`` stores JPEG: recorded ones untouched, others
+    encoded at ``jpeg_quality`` (with ``jpeg_reencode``, recorded ones too); ``"png"`` stores
     lossless; ``"h264"``, ``"av1"``, ``"hevc"`` encode every RGB camera as video: clips of
     ``clip_frames`` samples, each one closed group of pictures (``rayform.codec.clip``), at
-    ``video_crf`` and ``video_preset`` (None: the codec's defaults, ``codec.video_encoder``).
+    ``video_crf`` and ``video_preset`` (None: the codec's defaults, ``codec.video_encoder``),
+    or at the largest CRF whose PSNR meets ``video_psnr`` dB on a sample of clips
+    (``packer.quality``); the PSNR an encoded camera measures is recorded in its schema.
     Under ``keep`` a recorded video whose frames fall one per sample is copied packet for
     packet; any other is encoded as H.264 (the manifest's schema says why). A ``resize`` (H, W)
     always re-encodes (``keep`` then keeps the format).
@@ -75,6 +78,8 @@ class PackSpec:
     clip_frames: int = CLIP_FRAMES
     video_crf: int | None = None
     video_preset: str | None = None
+    video_psnr: float | None = None
+    jpeg_reencode: bool = False
     samples_per_task: int = field(default=256, compare=False)
 
     def __post_init__(self) -> None:
@@ -108,6 +113,15 @@ class PackSpec:
         seed = self.interleave_seed
         if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 1 << 63):
             raise InvalidInput(f"interleave seed {str(seed)[:40]!r}: a whole number in [0, 2**63), or None (time order)")
+        if self.video_psnr is not None:
+            if isinstance(self.video_psnr, bool) or not isinstance(self.video_psnr, (int, float)) \
+                    or not 20 <= self.video_psnr <= 60:
+                raise InvalidInput(f"video PSNR {str(self.video_psnr)[:40]!r}: a target in dB, 20..60 (JPEG q90 of "
+                                   "camera frames measures about 38..44)")
+            if self.video_crf is not None:
+                raise InvalidInput("video: give a PSNR target or a CRF, not both (the target chooses the CRF)")
+        if not isinstance(self.jpeg_reencode, bool):
+            raise InvalidInput(f"jpeg_reencode {self.jpeg_reencode!r}: True or False")
         if self.video_crf is not None or self.video_preset is not None:
             from rayform.codec.video_encoder import VideoCodec
 
@@ -127,7 +141,8 @@ class PackSpec:
             out.pop("snap")  # exact: as packs were before snapping, same key
         if self.max_history == 0:
             out.pop("max_history")  # no history: as packs were before it, same key
-        for key, default in (("clip_frames", CLIP_FRAMES), ("video_crf", None), ("video_preset", None)):
+        for key, default in (("clip_frames", CLIP_FRAMES), ("video_crf", None), ("video_preset", None),
+                             ("video_psnr", None), ("jpeg_reencode", False)):
             if out[key] == default:
                 out.pop(key)  # as packs were before video, same key
         return out

@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from rayform.codec.video_encoder import VideoCodec
+from rayform.errors import Malformed
 from rayform.pack.layout import VideoSchema
 from rayform.pack.spec import VIDEO_CODECS, PackSpec
 from rayform.packer.clips import frame_indices
@@ -34,6 +35,8 @@ class VideoFacts:
         self.why: str | None = f"resized to {spec.resize[1]}x{spec.resize[0]}" if spec.resize is not None else None
         self.codecs: set[str] = set()
         self.gap = 0
+        self.kept_bytes = self.kept_samples = 0  # what keeping would copy, clips' lead-ins included
+        self.trials: list[tuple[Segment, np.ndarray]] = []  # a few segments' clips, to encode and compare
 
     def add(self, seg: Segment, plan: SegmentPlan) -> None:
         info = seg.streams[self.name]
@@ -45,6 +48,17 @@ class VideoFacts:
             self.gap = max(self.gap, seg.video(self.name).keyframe_gap())
         if self.why is None:
             self.why = _why_not_kept(self.name, seg, plan, self.spec)
+        if self.why is None and len(plan.times):
+            shows = frame_indices(seg, self.name, self.spec, plan.times, np.zeros((len(plan.times), 0), np.int64))[:, 0]
+            stored = seg.video(self.name)
+            sizes = seg.frame_sizes(self.name)
+            for first in range(0, len(shows), self.spec.clip_frames):  # the packets each clip would copy
+                at = shows[first:first + self.spec.clip_frames]
+                start, end = stored.start_packet(int(at.min())), int(stored.frame_packet[int(at.max())]) + 1
+                self.kept_bytes += int(sizes[start:end].sum())
+            self.kept_samples += len(shows)
+            if len(self.trials) < TRIALS:
+                self.trials.append((seg, shows[:self.spec.clip_frames]))
 
     def schema(self, first: StreamInfo) -> VideoSchema | None:
         spec = self.spec
@@ -54,12 +68,40 @@ class VideoFacts:
         if spec.image_codec != "keep" or not self.any_video:
             return None
         why = self.why or (f"recorded as {' and '.join(sorted(self.codecs))} in different segments"
-                           if len(self.codecs) > 1 else None)
+                           if len(self.codecs) > 1 else None) or self._costlier()
         if why is None:
             video = first.video
             assert video is not None
             return VideoSchema(video.codec, spec.clip_frames, kept=True, gop=self.gap)
         return _encoded("h264", spec, why)
+
+
+    def _costlier(self) -> str | None:
+        """Why keeping the recorded packets would cost more bytes than encoding them (None: it
+        would not): a clip copies the packets from the keyframe before its first frame, so a
+        recording whose keyframes fall elsewhere than the clips' starts is copied over and over.
+        Measured: the bytes keeping copies against a few clips encoded as H.264 would be."""
+        if not self.kept_samples or not self.trials:
+            return None
+        settings = VideoCodec("h264", self.spec.video_crf, self.spec.video_preset, self.spec.clip_frames)
+        encoded = frames = 0
+        for seg, shows in self.trials:
+            try:
+                clip = settings.encode([seg.video(self.name).frame(int(i)) for i in shows], self.spec.fps)
+            except Malformed:  # a damaged recording: reading it says so (rayform verify --decode)
+                continue
+            encoded += clip.nbytes
+            frames += len(shows)
+        if not frames:
+            return None
+        kept, anew = self.kept_bytes / self.kept_samples, encoded / frames
+        if kept <= anew:
+            return None
+        return (f"keeping its packets copies {kept / 1024:.1f} KiB a sample against {anew / 1024:.1f} encoded "
+                f"(keyframes up to {self.gap} frames apart, not at the clips' starts)")
+
+
+TRIALS = 3  # segments whose first clip is encoded to weigh keeping a camera's packets against encoding them
 
 
 def _encoded(codec: str, spec: PackSpec, why: str | None) -> VideoSchema:

@@ -49,6 +49,7 @@ from rayform.packer.measure import merge as merge_stats
 from rayform.packer.measure import quantile_stride
 from rayform.packer.placement import ClipLayout, ShardLayout
 from rayform.packer.plan import SegmentPlan, Task, tasks_of
+from rayform.packer.quality import measured
 from rayform.packer.runs import Piece, RunJob, RunResult, render_run
 from rayform.packer.scratch import SCRATCH, LocalScratch, Scratch, StoreScratch, writing
 from rayform.packer.survey import survey
@@ -84,6 +85,7 @@ def _render_pack(slice_: Slice, spec: PackSpec, executor: Executor | None, worke
     store = slice_.store
     surveyed = survey(slice_, spec)  # one pass over the segments: their plans, the schema
     spec, plans, schema = surveyed.spec, surveyed.plans, surveyed.schema
+    schema = measured(schema, plans, spec, slice_.segment)  # encoded cameras: their PSNR, a target's CRF
     streams = spec.streams or ()
     video = any(s.video is not None for s in schema.values())
     if video:  # tasks and runs start on a clip's first sample (``packer.clips``)

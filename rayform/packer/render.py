@@ -146,7 +146,8 @@ def render_task(
 
 def as_recorded(seg: Segment, name: str, s: StreamSchema, spec: PackSpec) -> bool:
     """Whether the pack keeps this segment's frames of stream ``name`` as recorded."""
-    return seg.streams[name].encoding == _ENCODING[s.format] and spec.resize is None
+    return seg.streams[name].encoding == _ENCODING[s.format] and spec.resize is None and \
+        not (spec.jpeg_reencode and s.format == "jpg")
 
 
 _ENCODING = {"jpg": "jpeg", "png": "png", "npy": "npy"}

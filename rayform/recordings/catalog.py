@@ -29,8 +29,9 @@ from rayform.recordings.catalog_parts import COLUMNS, CatalogParts, CatalogRow, 
 from rayform.untrusted import array_list, mapping, string
 
 LEGACY = "refs/segments"
-_TABLES_KEPT = 1 << 30  # bytes of decoded parts a process keeps
-_TABLES: OrderedDict[str, Any] = OrderedDict()  # part digest -> pyarrow.Table (every column)
+_TABLES_KEPT = 256 << 20  # bytes of decoded parts a process keeps
+_TABLES: OrderedDict[tuple[str, tuple[str, ...]], Any] = OrderedDict()  # (part digest, columns) -> pyarrow.Table
+_CHECKED = ("site", "id", "version", "bundle", "recorded")  # read with any columns: their names are checked
 _LOCK = threading.Lock()
 
 
@@ -41,22 +42,27 @@ class Location(NamedTuple):
     bundle: str | None
 
 
-def part_table(store: CachedStore, part: PartRef) -> Any:
-    """A part's rows (every column), read and checked once per process (parts are immutable)."""
+def part_table(store: CachedStore, part: PartRef, columns: Sequence[str] | None = None) -> Any:
+    """A part's rows (of ``columns``: Parquet reads only those), read and checked once per
+    process (parts are immutable)."""
+    wanted = tuple(dict.fromkeys([*(columns or COLUMNS), *_CHECKED]))
+    key = (part.part, wanted)
     with _LOCK:
-        found = _TABLES.get(part.part)
+        found = _TABLES.get(key)
+        if found is None:  # a table of more columns serves as well
+            found = next((t.select(list(wanted)) for (d, cols), t in _TABLES.items()
+                          if d == part.part and set(wanted) <= set(cols)), None)
         if found is not None:
-            _TABLES.move_to_end(part.part)
             return found
     what = f"catalog part {part.key} of site {part.site} in {store.display}"
-    table = decode(store.get_blob(part.part, what), what)
+    table = decode(store.get_blob(part.part, what), what, wanted)
     if table.num_rows != part.rows:
         raise Malformed(f"{what}: {table.num_rows} rows, its ref says {part.rows}")
     sites = set(table.column("site").unique().to_pylist())
     if sites - {part.site}:
         raise Malformed(f"{what}: rows of site {sorted(sites - {part.site})[0]!r}, not of {part.site!r}")
     with _LOCK:
-        _TABLES[part.part] = table
+        _TABLES[key] = table
         while sum(t.nbytes for t in _TABLES.values()) > _TABLES_KEPT and len(_TABLES) > 1:
             _TABLES.popitem(last=False)
     return table
@@ -83,7 +89,7 @@ class Catalog:
     def __init__(self, store: CachedStore):
         self.store = store
         self.parts = CatalogParts(store)
-        self._index: tuple[np.ndarray, np.ndarray, list[Location]] | None = None
+        self._index: _Index | None = None
 
     # -- the table -----------------------------------------------------------------------
     def legacy_refs(self, site: str | None = None) -> list[tuple[str, str, str, list[str]]]:
@@ -111,7 +117,7 @@ class Catalog:
                     "version": [r[3] for r in rows], "bundle": [None] * len(rows), "recorded": [r[4] for r in rows]}
             tables.append(pa.table({c: pa.array(cols.get(c, [None] * len(rows)), _TYPES[c]) for c in wanted}))
         for part in self.parts.live(site):
-            tables.append(part_table(self.store, part).select(wanted))
+            tables.append(part_table(self.store, part, wanted).select(wanted))
         if not tables:
             return pa.table({c: pa.array([], _TYPES[c]) for c in wanted})
         return pa.concat_tables(tables)
@@ -153,36 +159,65 @@ class Catalog:
         """Where ``segment_id@version`` is (its site, its bundle), or None if no ref lists it."""
         for attempt in range(2):
             if self._index is None or attempt:
-                self._index = self._build_index()
-            keys, ids, locations = self._index
-            key = np.frombuffer(bytes.fromhex(version), "S32")[0]
-            i = int(np.searchsorted(keys, key))
-            while i < len(keys) and keys[i] == key:
-                if ids[i] == segment_id.encode():
-                    return locations[i]
-                i += 1
+                self._index = _Index.of(self.table(columns=["site", "id", "version", "bundle"]))
+            found = self._index.find(segment_id, version)
+            if found is not None:
+                return found
         return None
 
-    def bundles_of(self, versions: Sequence[str]) -> list[str | None]:
-        """The bundle each version is in (the first row listing it; None: loose, or unlisted)."""
+    def bundles_of(self, versions: Any) -> tuple[list[str], np.ndarray]:
+        """Where each of ``versions`` (64-hex strings, or their 32 bytes as a ``V32`` array) is:
+        the bundles, and each version's place in that list (-1: loose, or unlisted)."""
         if self._index is None:
-            self._index = self._build_index()
-        keys, _, locations = self._index
-        if not len(versions):
-            return []
-        wanted = np.frombuffer(bytes.fromhex("".join(versions)), "S32")
-        at = np.searchsorted(keys, wanted)
-        found = (at < len(keys)) & (keys[np.minimum(at, len(keys) - 1)] == wanted) if len(keys) else np.zeros(len(wanted), bool)
-        return [locations[i].bundle if ok else None for i, ok in zip(at.tolist(), found.tolist())]
+            self._index = _Index.of(self.table(columns=["site", "id", "version", "bundle"]))
+        return self._index.bundles_of(versions)
 
-    def _build_index(self) -> tuple[np.ndarray, np.ndarray, list[Location]]:
-        table = self.table(columns=["site", "id", "version", "bundle"])
-        versions = table.column("version").to_numpy(zero_copy_only=False)
-        keys = np.frombuffer(bytes.fromhex("".join(versions.tolist())), "S32") if len(versions) else np.zeros(0, "S32")
+
+class _Index:
+    """Versions sorted by their bytes, for ``locate``: a version's first row's site and bundle
+    (the first: the same selection makes the same slice whatever was ingested since)."""
+
+    def __init__(self, keys: np.ndarray, ids: np.ndarray, site: np.ndarray, sites: list[str], bundle: np.ndarray,
+                 bundles: list[str]):
+        self.keys, self.ids, self.site, self.sites, self.bundle, self.bundles = keys, ids, site, sites, bundle, bundles
+
+    @classmethod
+    def of(cls, table: Any) -> _Index:
+        import pyarrow.compute as pc
+
+        keys = hex_bytes(table.column("version").to_pylist(), 32)
         ids = np.array(table.column("id").to_pylist(), "S16")
-        locations = [Location(s, b) for s, b in zip(table.column("site").to_pylist(), table.column("bundle").to_pylist())]
+        site_codes = pc.dictionary_encode(table.column("site")).combine_chunks()
+        bundle_codes = pc.dictionary_encode(table.column("bundle")).combine_chunks()
+        site = site_codes.indices.to_numpy(zero_copy_only=False).astype(np.int32)
+        bundle = bundle_codes.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int32)
         order = np.argsort(keys, kind="stable")
-        return keys[order], ids[order], [locations[i] for i in order.tolist()]
+        return cls(keys[order], ids[order], site[order], site_codes.dictionary.to_pylist(), bundle[order],
+                   bundle_codes.dictionary.to_pylist())
+
+    def find(self, segment_id: str, version: str) -> Location | None:
+        key = np.frombuffer(bytes.fromhex(version), "V32")[0]
+        i = int(np.searchsorted(self.keys, key))
+        while i < len(self.keys) and self.keys[i] == key:
+            if self.ids[i] == segment_id.encode():
+                b = int(self.bundle[i])
+                return Location(self.sites[int(self.site[i])], self.bundles[b] if b >= 0 else None)
+            i += 1
+        return None
+
+    def bundles_of(self, versions: Any) -> tuple[list[str], np.ndarray]:
+        wanted = versions if isinstance(versions, np.ndarray) else hex_bytes(list(versions), 32)
+        if not len(wanted) or not len(self.keys):
+            return self.bundles, np.full(len(wanted), -1, np.int32)
+        at = np.minimum(np.searchsorted(self.keys, wanted), len(self.keys) - 1)
+        return self.bundles, np.where(self.keys[at] == wanted, self.bundle[at], -1).astype(np.int32)
+
+
+def hex_bytes(values: list[str], size: int) -> np.ndarray:
+    """Hex strings of ``size`` bytes each, as a ``V<size>`` array (one join, one decode)."""
+    if not values:
+        return np.zeros(0, f"V{size}")
+    return np.frombuffer(bytes.fromhex("".join(values)), f"V{size}")
 
 
 def _row(row: dict[str, Any], what: str) -> CatalogRow:
@@ -196,18 +231,49 @@ def _row(row: dict[str, Any], what: str) -> CatalogRow:
 
 
 def latest_rows(table: Any) -> Any:
-    """The last row of each segment id by (recorded, position)."""
+    """The last row of each segment id by (recorded, position), in the table's order."""
     import pyarrow as pa
-    import pyarrow.compute as pc
 
-    if table.num_rows == 0 or pc.count_distinct(table.column("id")).as_py() == table.num_rows:
-        return table  # each segment once (the usual case): nothing to choose
-    ids = np.array(table.column("id").to_pylist(), "S16")
+    mask = latest_mask(table)
+    return table if mask is None else table.filter(pa.array(mask))
+
+
+def latest_mask(table: Any) -> np.ndarray | None:
+    """Which rows of a catalog table are their segment's latest (None: every row, each segment
+    listed once, the usual case)."""
+    if table.num_rows == 0:
+        return None
+    ids = id_numbers(table.column("id"))
+    by_id = np.sort(ids)
+    if not np.any(by_id[1:] == by_id[:-1]):
+        return None
     order = np.lexsort((np.arange(table.num_rows), table.column("recorded").to_numpy(), ids))
     last = np.ones(len(order), bool)
     last[:-1] = ids[order][1:] != ids[order][:-1]
-    keep = np.sort(order[last])  # in the table's order
-    return table.take(pa.array(keep))
+    mask = np.zeros(table.num_rows, bool)
+    mask[order[last]] = True
+    return mask
+
+
+_DIGIT = np.zeros(256, np.uint64)
+_DIGIT[np.frombuffer(b"0123456789abcdef", np.uint8)] = np.arange(16, dtype=np.uint64)
+
+
+def id_numbers(ids: Any) -> np.ndarray:
+    """Segment ids (an Arrow string column of ``seg_`` and 12 hex digits, as catalog parts are
+    checked to hold) as the 48-bit numbers their digits spell: one to one, and sorted in
+    milliseconds where a million strings take a second."""
+    out = []
+    for chunk in ids.chunks:
+        offsets = np.frombuffer(chunk.buffers()[1], np.int32)[chunk.offset:chunk.offset + len(chunk) + 1]
+        if chunk.null_count or not np.all(np.diff(offsets) == 16):
+            raise Malformed("a catalog's segment ids are not all seg_ and 12 hex digits")
+        digits = np.frombuffer(chunk.buffers()[2], np.uint8)[offsets[0]:offsets[-1]].reshape(-1, 16)[:, 4:]
+        number = np.zeros(len(chunk), np.uint64)
+        for column in range(12):
+            number = (number << np.uint64(4)) | _DIGIT[digits[:, column]]
+        out.append(number)
+    return np.concatenate(out) if out else np.zeros(0, np.uint64)
 
 
 def _types() -> dict[str, Any]:

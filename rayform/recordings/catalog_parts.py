@@ -44,7 +44,8 @@ from rayform.untrusted import array_list, integer, mapping, string
 
 PART_FORMAT = "rayform.catalog-part/1"
 PREFIX = "refs/catalog"
-_KEY = re.compile(r"(\d{8}T\d{6}\d{6}Z)-([0-9a-f]{8})")
+# a part's key; a compaction's: its newest part's (without its own c…), then c<4 hex>
+_KEY = re.compile(r"(\d{8}T\d{6}\d{6}Z)-([0-9a-f]{8})(?:c[0-9a-f]{4})?")
 COLUMNS = ("site", "id", "name", "version", "bundle", "recorded", "start_ns", "end_ns", "duration_s", "task", "meta",
            "streams", "stream_names")
 
@@ -133,8 +134,8 @@ def decode(data: bytes, what: str, columns: Sequence[str] | None = None) -> Any:
     for needed in ("site", "id", "version", "bundle", "recorded"):
         if needed not in wanted:
             wanted.append(needed)
-    try:
-        table = pq.read_table(pa.BufferReader(data), columns=wanted)
+    try:  # sites and bundles repeat: read as dictionaries, their names checked once each
+        table = pq.read_table(pa.BufferReader(data), columns=wanted, read_dictionary=list(_CODED))
     except Exception as e:  # a reader library's failure on untrusted bytes
         raise Malformed(f"{what}: not a catalog part ({type(e).__name__}: {str(e)[:120]})") from None
     text, whole = pa.string(), pa.int64()
@@ -142,22 +143,83 @@ def decode(data: bytes, what: str, columns: Sequence[str] | None = None) -> Any:
               "start_ns": whole, "end_ns": whole, "duration_s": pa.float64(), "task": text, "meta": text,
               "streams": text, "stream_names": pa.list_(text)}
     for name in wanted:
-        if not table.schema.field(name).type.equals(expect[name]):
-            raise Malformed(f"{what}: column {name} is {table.schema.field(name).type}, not {expect[name]}")
+        kind = table.schema.field(name).type
+        if name in _CODED and pa.types.is_dictionary(kind) and kind.value_type.equals(text):
+            table = table.set_column(table.schema.get_field_index(name), name, _checked_codes(
+                table.column(name), name, what))
+        elif not kind.equals(expect[name]):
+            raise Malformed(f"{what}: column {name} is {kind}, not {expect[name]}")
     _check_names(table, what)
     return table
 
 
+_CODED = {"site": (names.SITE, False), "bundle": (names.DIGEST, True)}  # pattern, whether null is allowed
+
+
+def _checked_codes(column: Any, name: str, what: str) -> Any:
+    """A dictionary-read column as plain strings, each distinct value checked first."""
+    import pyarrow as pa
+
+    pattern, nullable = _CODED[name]
+    for chunk in column.chunks:
+        if chunk.indices.null_count and not nullable:
+            raise Malformed(f"{what}: {name} None is not a rayform name")
+        bad = _first_unlike(chunk.dictionary, pattern, nullable)
+        if bad is not False:
+            noun = "a blob's name" if nullable else "a rayform name"
+            raise Malformed(f"{what}: {name} {str(bad)[:80]!r} is not {noun}")
+    return column.cast(pa.string())
+
+
 def _check_names(table: Any, what: str) -> None:
-    """Every id, version, bundle and site of a part matches the one form rayform writes."""
-    for column, pattern in (("id", names.SEGMENT_ID), ("version", names.DIGEST), ("site", names.SITE)):
-        values = table.column(column).to_pylist()
-        bad = next((v for v in values if not isinstance(v, str) or not pattern.fullmatch(v)), None)
-        if bad is not None or (values and None in values):
+    """Every id and version of a part matches the one form rayform writes (checked as bytes: a
+    million in milliseconds; a regular expression names the first bad one)."""
+    for column, pattern in (("id", names.SEGMENT_ID), ("version", names.DIGEST)):
+        values = table.column(column)
+        if all(_fixed_hex(chunk, *_FIXED[column], False) for chunk in values.chunks):
+            continue
+        bad = _first_unlike(values, pattern, False)
+        if bad is not False:
             raise Malformed(f"{what}: {column} {str(bad)[:80]!r} is not a rayform name")
-    bad = next((v for v in table.column("bundle").to_pylist() if v is not None and not names.DIGEST.fullmatch(v)), None)
-    if bad is not None:
-        raise Malformed(f"{what}: bundle {str(bad)[:80]!r} is not a blob's name")
+
+
+_FIXED = {"id": (b"seg_", 12), "version": (b"", 64)}  # as names.SEGMENT_ID, names.DIGEST
+_HEX_PAIRS = np.zeros(1 << 16, bool)  # each two bytes (as one little-endian 16-bit word): both hex digits
+_HEX_PAIRS[(np.frombuffer(b"0123456789abcdef", np.uint8)[:, None].astype(np.uint16)
+            | (np.frombuffer(b"0123456789abcdef", np.uint8)[None, :].astype(np.uint16) << 8)).ravel()] = True
+
+
+def _fixed_hex(chunk: Any, prefix: bytes, digits: int, nullable: bool) -> bool:
+    """Whether every string of an Arrow string array is ``prefix`` and ``digits`` lowercase hex
+    digits (a null: whether nulls are allowed), read straight from its offsets and bytes."""
+    if chunk.null_count:
+        if not nullable:
+            return False
+        chunk = chunk.drop_null()
+    if not len(chunk):
+        return True
+    width = len(prefix) + digits
+    _, offsets_buffer, data_buffer = chunk.buffers()
+    offsets = np.frombuffer(offsets_buffer, np.int32)[chunk.offset:chunk.offset + len(chunk) + 1]
+    if not np.all(np.diff(offsets) == width):
+        return False
+    data = np.frombuffer(data_buffer, np.uint8)[offsets[0]:offsets[-1]].reshape(-1, width)
+    if len(prefix) and not np.all(data[:, :len(prefix)] == np.frombuffer(prefix, np.uint8)):
+        return False
+    hexes = np.ascontiguousarray(data[:, len(prefix):]) if len(prefix) else data
+    return bool(_HEX_PAIRS[hexes.view("<u2")].all())  # an even count of digits: whole 16-bit words
+
+
+def _first_unlike(values: Any, pattern: re.Pattern[str], nullable: bool) -> Any:
+    """The first of ``values`` (an Arrow string column) not wholly matching ``pattern`` (a null
+    where nulls are not allowed); False when every one does."""
+    import pyarrow.compute as pc
+
+    matches = pc.match_substring_regex(values, rf"\A(?:{pattern.pattern})\z")
+    good = pc.or_kleene(pc.is_null(values), matches) if nullable else pc.fill_null(matches, False)
+    if pc.all(good).as_py() is not False:
+        return False
+    return values[pc.index(good, False).as_py()].as_py()
 
 
 def _parse_ref(doc: Any, site: str, key: str, what: str) -> PartRef:
@@ -220,10 +282,12 @@ class CatalogParts:
 
     def compact(self, site: str, merged: bytes, rows: int, replaced: Sequence[PartRef],
                 legacy: Sequence[str] = ()) -> PartRef:
-        """Write ``merged`` (the Parquet of every row of ``replaced``, and of the ``legacy``
-        segment refs folded in) as one part standing for them, then remove what it replaces."""
+        """Write ``merged`` (the Parquet of every row of ``replaced``, a consecutive run of the
+        site's parts, and of the ``legacy`` segment refs folded in) as one part standing for
+        them, then remove what it replaces. Its key takes the newest replaced part's time and
+        sorts right after it, so it takes their place among the parts."""
         newest = max((p.key for p in replaced), default=None)
-        key = new_key(newest.split("-", 1)[0] if newest else None)
+        key = f"{newest[:31]}c{os.urandom(2).hex()}" if newest else new_key()
         part = self._write(site, merged, key, tuple(p.key for p in replaced), rows)
         for p in replaced:
             self.store.delete_ref(ref_key(site, p.key))

@@ -28,6 +28,7 @@ from rayform.recordings.bundles import open_bundle
 from rayform.recordings.catalog import LEGACY, Catalog, catalog_of, part_table
 from rayform.recordings.catalog_parts import (
     COLUMNS,
+    PREFIX,
     CatalogParts,
     CatalogRow,
     PartRef,
@@ -56,6 +57,7 @@ class Compacted:
     replaces: tuple[str, ...]
     legacy: int
 Added = tuple[str, str, Sequence[Stream], Mapping[str, Any] | None]
+AUTO_PARTS = 16  # parts a site's catalog may list before an append merges the newest (``_tidy``)
 
 
 class Segments:
@@ -109,8 +111,31 @@ class Segments:
         """Make stored segment versions visible: each becomes its segment's latest (one catalog
         part per site, written at once)."""
         rows = [ref.row if ref.row is not None else self.row_of(ref.id, ref.version) for ref in refs]
-        if rows:
-            CatalogParts(self.store).append(rows)
+        if not rows:
+            return
+        written = CatalogParts(self.store).append(rows)
+        for part in written:  # the versions are in: tidying is a favour to readers, never a failure of this
+            try:
+                self._tidy(part.site)
+            except RayformError as e:
+                log.warning("rayform: site %s: could not merge its newest catalog parts (%s); "
+                            "rayform segments compact does it once that is mended", part.site, e)
+
+    def _tidy(self, site: str) -> None:
+        """Keep a site's catalog a few parts, as an LSM tree keeps its runs: once more than
+        ``AUTO_PARTS`` are listed, the newest ones are merged, each part older than those merged
+        being at least as large as all of them (so parts grow geometrically, and every row is
+        rewritten about log(n) times over a collection's life). Costs one listing an append."""
+        if sum(1 for _ in self.store.list_refs(f"{PREFIX}/{site}")) <= AUTO_PARTS:
+            return
+        parts = self.catalog.parts.live(site)
+        tail = [parts[-1]]
+        for part in reversed(parts[:-1]):
+            if part.rows > sum(t.rows for t in tail):
+                break
+            tail.insert(0, part)
+        if len(tail) > 1:
+            self.compact(site, tail, fold_legacy=False)
 
     def row_of(self, segment_id: str, version: str, recorded: int | None = None) -> CatalogRow:
         """The catalog row of a stored version, read from its manifest (a version stored by a
@@ -184,16 +209,18 @@ class Segments:
 
         return sorted(pc.unique(self.catalog.table(columns=["site"]).column("site")).to_pylist())
 
-    def compact(self, site: str) -> Compacted | None:
-        """Fold a site's live catalog parts, and the per-segment refs of an older store, into one
-        part (rows kept in their order; a per-segment ref's versions read from their manifests
-        once, and its ref then removed: this rayform and later ones read the part). None if
-        the site has one part and no such refs already."""
+    def compact(self, site: str, parts: Sequence[PartRef] | None = None, fold_legacy: bool = True) -> Compacted | None:
+        """Fold a site's live catalog parts (or the consecutive run ``parts`` of them), and the
+        per-segment refs of an older store, into one part (rows kept in their order; a
+        per-segment ref's versions read from their manifests once, and its ref then removed:
+        this rayform and later ones read the part). None if the site has one part and no such
+        refs already."""
         import pyarrow as pa
 
         site = check_site(site)
         catalog = self.catalog
-        parts, legacy = catalog.parts.live(site), catalog.legacy_refs(site)
+        parts = list(parts) if parts is not None else catalog.parts.live(site)
+        legacy = catalog.legacy_refs(site) if fold_legacy else []
         if len(parts) <= 1 and not legacy:
             return None
         folded = [self.row_of(sid, v, recorded=i) for sid, _, _, versions in legacy for i, v in enumerate(versions)]

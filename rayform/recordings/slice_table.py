@@ -47,25 +47,92 @@ TABLE_FORMAT = "rayform.slice-table/1"
 _NONE = np.iinfo(np.int64).min  # start_ns / end_ns not taken
 
 
+@dataclass
+class Columns:
+    """Segments of a slice as columns: what ``slices.create`` makes of a selection of a million
+    without a million objects (``SliceSegment`` where it is made of a few)."""
+
+    ids: np.ndarray  # "V6": a segment id's 12 hex as bytes
+    versions: np.ndarray  # "V32"
+    site: np.ndarray  # int32, into ``sites``
+    sites: list[str]
+    bundle: np.ndarray  # int32, into ``bundles``; -1: none
+    bundles: list[str]
+    start_ns: np.ndarray  # int64; ``_NONE``: not taken
+    end_ns: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @classmethod
+    def of(cls, segments: Sequence[SliceSegment]) -> Columns:
+        sites = sorted({s.site for s in segments})
+        bundles = sorted({s.bundle for s in segments if s.bundle is not None})
+        site_at = {s: i for i, s in enumerate(sites)}
+        bundle_at = {b: i for i, b in enumerate(bundles)}
+        return cls(
+            _hex([s.id[4:] for s in segments], 6), _hex([s.version for s in segments], 32),
+            np.array([site_at[s.site] for s in segments], np.int32), sites,
+            np.array([bundle_at[s.bundle] if s.bundle is not None else -1 for s in segments], np.int32), bundles,
+            np.array([_NONE if s.start_ns is None else s.start_ns for s in segments], np.int64),
+            np.array([_NONE if s.end_ns is None else s.end_ns for s in segments], np.int64))
+
+    @classmethod
+    def concat(cls, parts: Sequence[Columns]) -> Columns:
+        sites = sorted({s for p in parts for s in p.sites})
+        bundles = sorted({b for p in parts for b in p.bundles})
+        site_at = {s: i for i, s in enumerate(sites)}
+        bundle_at = {b: i for i, b in enumerate(bundles)}
+
+        def recode(codes: np.ndarray, names: list[str], at: dict[str, int]) -> np.ndarray:
+            table = np.array([at[n] for n in names] + [-1], np.int32)  # -1 stays -1
+            return np.asarray(table[codes], np.int32)
+
+        return cls(np.concatenate([p.ids for p in parts]), np.concatenate([p.versions for p in parts]),
+                   np.concatenate([recode(p.site, p.sites, site_at) for p in parts]), sites,
+                   np.concatenate([recode(p.bundle, p.bundles, bundle_at) for p in parts]), bundles,
+                   np.concatenate([p.start_ns for p in parts]), np.concatenate([p.end_ns for p in parts]))
+
+    def segments(self) -> list[SliceSegment]:
+        """As ``SliceSegment`` objects (for a selection small enough to list)."""
+        return list(SliceSegments(table=self.encode()))
+
+    def duplicate(self) -> int | None:
+        """The place of a segment version (and time range) selected a second time, or None."""
+        rows = np.empty(len(self), [("id", "V6"), ("version", "V32"), ("start", "<i8"), ("end", "<i8")])
+        rows["id"], rows["version"], rows["start"], rows["end"] = self.ids, self.versions, self.start_ns, self.end_ns
+        order = np.argsort(rows.view(f"V{rows.dtype.itemsize}").ravel(), kind="stable")
+        same = np.flatnonzero(rows[order][1:] == rows[order][:-1])
+        return int(order[same[0] + 1]) if len(same) else None
+
+    def encode(self) -> bytes:
+        """The table blob (deterministic: the same segments, the same bytes): sites and bundles
+        are listed sorted, whatever order they came in."""
+        sites, bundles = sorted(self.sites), sorted(self.bundles)
+        site = np.array([sites.index(s) for s in self.sites] + [-1], np.int32)[self.site]
+        bundle = np.array([bundles.index(b) for b in self.bundles] + [-1], np.int32)[self.bundle]
+        columns = {
+            "format": TABLE_FORMAT,
+            "count": len(self),
+            "sites": sites,
+            "bundles": b"".join(bytes.fromhex(b) for b in bundles),
+            "id": self.ids.tobytes(),
+            "version": self.versions.tobytes(),
+            "site": site.astype("<u4").tobytes(),
+            "bundle": bundle.astype("<i4").tobytes(),
+            "start_ns": self.start_ns.astype("<i8").tobytes(),
+            "end_ns": self.end_ns.astype("<i8").tobytes(),
+        }
+        return bytes(msgpack.packb(columns, use_bin_type=True))
+
+
+def _hex(values: list[str], size: int) -> np.ndarray:
+    return np.frombuffer(bytes.fromhex("".join(values)), f"V{size}") if values else np.zeros(0, f"V{size}")
+
+
 def encode(segments: Sequence[SliceSegment]) -> bytes:
     """The table blob of ``segments`` (deterministic: the same segments, the same bytes)."""
-    sites = sorted({s.site for s in segments})
-    bundles = sorted({s.bundle for s in segments if s.bundle is not None})
-    site_at = {s: i for i, s in enumerate(sites)}
-    bundle_at = {b: i for i, b in enumerate(bundles)}
-    columns = {
-        "format": TABLE_FORMAT,
-        "count": len(segments),
-        "sites": sites,
-        "bundles": b"".join(bytes.fromhex(b) for b in bundles),
-        "id": b"".join(bytes.fromhex(s.id[4:]) for s in segments),
-        "version": b"".join(bytes.fromhex(s.version) for s in segments),
-        "site": np.array([site_at[s.site] for s in segments], "<u4").tobytes(),
-        "bundle": np.array([bundle_at[s.bundle] if s.bundle is not None else -1 for s in segments], "<i4").tobytes(),
-        "start_ns": np.array([_NONE if s.start_ns is None else s.start_ns for s in segments], "<i8").tobytes(),
-        "end_ns": np.array([_NONE if s.end_ns is None else s.end_ns for s in segments], "<i8").tobytes(),
-    }
-    return bytes(msgpack.packb(columns, use_bin_type=True))
+    return Columns.of(segments).encode()
 
 
 class SliceSegments(Sequence[SliceSegment]):
@@ -98,7 +165,7 @@ class SliceSegments(Sequence[SliceSegment]):
         if not isinstance(bundles, bytes) or len(bundles) % 32:
             raise Malformed(f"{what}: its segments table's bundles are not digests")
         self._n = n
-        self._ids = np.frombuffer(doc["id"], "S6")
+        self._ids = np.frombuffer(doc["id"], "V6")
         self._versions = np.frombuffer(doc["version"], "V32")
         self._site = np.frombuffer(doc["site"], "<u4")
         self._bundle = np.frombuffer(doc["bundle"], "<i4")
@@ -125,7 +192,7 @@ class SliceSegments(Sequence[SliceSegment]):
             return [self[i] for i in range(*index.indices(self._n))]
         i = range(self._n)[index]
         start, end, bundle = int(self._start[i]), int(self._end[i]), int(self._bundle[i])
-        return SliceSegment("seg_" + bytes(self._ids[i]).ljust(6, b"\0").hex(), bytes(self._versions[i]).hex(),
+        return SliceSegment("seg_" + bytes(self._ids[i]).hex(), bytes(self._versions[i]).hex(),
                             self._sites[int(self._site[i])], None if start == _NONE else start,
                             None if end == _NONE else end, None if bundle < 0 else self._bundles[bundle])
 
@@ -154,7 +221,7 @@ class SliceSegments(Sequence[SliceSegment]):
                 out.setdefault(s.id, i)
             return out
         ids, first = np.unique(self._ids, return_index=True)
-        return {"seg_" + bytes(x).ljust(6, b"\0").hex(): int(i) for x, i in zip(ids, first)}
+        return {"seg_" + bytes(x).hex(): int(i) for x, i in zip(ids, first)}
 
     def arrays(self) -> dict[str, Any]:
         """The columns themselves (a table's), for code that works on a whole slice at once."""

@@ -6,11 +6,12 @@ where another slice already holds that prefix (as git abbreviates commits).
 
 from __future__ import annotations
 
-import builtins
 import datetime
 import functools
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
+
+import numpy as np
 
 from rayform import names
 from rayform.cache.store_view import CachedStore, StoreRef
@@ -22,11 +23,12 @@ from rayform.errors import (
     SliceNotFound,
     fixed_by,
 )
-from rayform.recordings import query, slice_table
+from rayform.recordings import query
+from rayform.recordings.catalog import hex_bytes
 from rayform.recordings.segment_reader import Segment
 from rayform.recordings.segment_writer import SegmentRef, check_site
 from rayform.recordings.segments import Segments
-from rayform.recordings.slice_table import TABLE_AT, SliceSegment, SliceSegments
+from rayform.recordings.slice_table import TABLE_AT, Columns, SliceSegment, SliceSegments
 from rayform.recordings.splits import check_fractions, split_of
 from rayform.untrusted import array_list, integer, mapping, string
 
@@ -163,18 +165,22 @@ class Slices:
         same catalog the same slice.
         """
         chosen = [self._resolve(s) for s in segments or ()]
+        columns = [Columns.of(chosen)] if chosen else []
         if site is not None or where is not None:
-            chosen.extend(self._selected(site, where))
-        if not chosen:
+            columns.append(self._selected(site, where))
+        if not columns:
             raise InvalidInput("slice: select at least one segment (segments=..., site=... or where=...)")
-        seen = set()
-        for s in chosen:
-            if (s.id, s.version, s.start_ns, s.end_ns) in seen:
-                raise InvalidInput(f"slice: {s.id}@{s.version[:8]} selected twice")
-            seen.add((s.id, s.version, s.start_ns, s.end_ns))
-        del seen
-        table = self.store.put_blob(slice_table.encode(chosen)) if len(chosen) >= TABLE_AT else None
-        manifest = _manifest(name, chosen if table is None else None, table, len(chosen))
+        selection = Columns.concat(columns) if len(columns) > 1 else columns[0]
+        twice = selection.duplicate()
+        if twice is not None:
+            s = selection.segments()[twice] if len(selection) < TABLE_AT else SliceSegments(table=selection.encode())[twice]
+            raise InvalidInput(f"slice: {s.id}@{s.version[:8]} selected twice")
+        if len(selection) >= TABLE_AT:  # a table blob: no list of a million objects, here or in a reader
+            table: str | None = self.store.put_blob(selection.encode())
+            listed = None
+        else:
+            table, listed = None, selection.segments()
+        manifest = _manifest(name, listed, table, len(selection))
         digest = self.store.put_json_blob(manifest)
         slice_id = self._claim_id(digest)
         return Slice(self.store, slice_id, digest, manifest)
@@ -269,7 +275,7 @@ class Slices:
                                 None if end is None else int(end), seg.bundle.digest if seg.bundle else None)
         raise InvalidInput(f"slice: cannot select a segment from {sel!r}")
 
-    def _selected(self, site: str | Sequence[str] | None, where: str | None) -> builtins.list[SliceSegment]:
+    def _selected(self, site: str | Sequence[str] | None, where: str | None) -> Columns:
         """The latest version of every segment at ``site`` (every site: None) that ``where``
         selects, by site and name: one read of the catalog, one pass of the query."""
         import pyarrow as pa
@@ -293,9 +299,13 @@ class Slices:
                 raise InvalidInput(f"where {where!r}: selects none of the {total} segments"
                                    + (f" at {', '.join(sites)}" if sites else "") + ". See: rayform segments ls --where …")
         table = table.sort_by([("site", "ascending"), ("name", "ascending")])
-        ids, versions, at = (table.column(c).to_pylist() for c in ("id", "version", "site"))
-        bundles = catalog.bundles_of(versions)
-        return [SliceSegment(i, v, s, bundle=b) for i, v, s, b in zip(ids, versions, at, bundles)]
+        site_codes = pc.dictionary_encode(table.column("site")).combine_chunks()
+        versions = hex_bytes(table.column("version").to_pylist(), 32)
+        bundles, bundle = catalog.bundles_of(versions)
+        none = np.full(table.num_rows, np.iinfo(np.int64).min, np.int64)
+        return Columns(hex_bytes([i[4:] for i in table.column("id").to_pylist()], 6), versions,
+                       site_codes.indices.to_numpy(zero_copy_only=False).astype(np.int32),
+                       site_codes.dictionary.to_pylist(), bundle, list(bundles), none, none.copy())
 
     def _bundle(self, segment_id: str, version: str) -> str | None:
         """Where a version's manifest is: the first bundle the catalog lists it in (the same

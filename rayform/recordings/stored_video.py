@@ -90,12 +90,32 @@ class StoredVideo:
         return cursor.frame_at(target, index)
 
 
+    def check(self) -> int:
+        """Decode every packet (converting nothing), so that damage the hashes cannot see (a
+        recording damaged before it was stored) is found: the frames decoded, or one Malformed
+        naming the frame."""
+        import av
+
+        context = decoder_context(self.video.codec, self.video.extradata, size=(self.height, self.width))
+        frames = 0
+        try:
+            for p in [*range(len(self.packet_times)), None]:
+                for f in context.decode(av.Packet(bytes(self.packet(p))) if p is not None else None):
+                    if f.is_corrupt:
+                        raise Malformed(f"{self.what}: frame {frames} is damaged (the decoder found errors in its "
+                                        "bitstream). The recording is corrupt: ingest it again from a good copy")
+                    frames += 1
+        except av.FFmpegError as e:
+            raise Malformed(f"{self.what}: frame {frames} does not decode ({type(e).__name__}: {e})") from None
+        return frames
+
+
 class _Cursor:
     """A decoder going forward through a video's packets from ``start``, its frames by time."""
 
     def __init__(self, video: StoredVideo, start: int):
         self.video = video
-        self.context = decoder_context(video.video.codec, video.video.extradata)
+        self.context = decoder_context(video.video.codec, video.video.extradata, size=(video.height, video.width))
         from av.video.reformatter import VideoReformatter
 
         self.convert = VideoReformatter()
@@ -126,6 +146,9 @@ class _Cursor:
                 else:
                     self.done = True
                 for f in self.context.decode(packet):
+                    if f.is_corrupt:
+                        raise Malformed(f"{v.what}: frame {index} is damaged (the decoder found errors in its "
+                                        "bitstream). The recording is corrupt: ingest it again from a good copy")
                     if (f.width, f.height) != (v.width, v.height):
                         raise Malformed(f"{v.what}: a frame decoded {f.width}x{f.height}, the stream says "
                                         f"{v.width}x{v.height}")

@@ -207,7 +207,8 @@ class SampleBuilder:
             if s.video is not None:
                 back = self.history.get(s.name, (0,))
                 self.clips.fill(s, [clip_item(raw["__clip__"][:2] if "__clip__" in raw else id(raw), rec.video[s.name],
-                                              rec.samples, rec.frames[s.name][j], back, rows[s.name][k], what)
+                                              rec.samples, rec.frames[s.name][j], back, rows[s.name][k],
+                                              _clip_what(rec, j, what))
                                     for raw, (rec, j), what, k in zip(raws, items, whats, at)],
                                 self.spec.resize, self.whole_clips)
         columns = self.clip_records.columns(items)
@@ -287,3 +288,10 @@ class SampleBuilder:
         if s.kind == "pose" and self.spec.frame is not None:
             return convert_poses(values.astype(np.float64), s.frame or "ros", self.spec.frame)
         return values
+
+
+def _clip_what(rec: Any, j: int, what: str) -> str:
+    """Where a clip's sample comes from, for a decoder's error: its segment and grid step."""
+    r = rec.record
+    return (f"{what} (segment {r.get('segment')}@{str(r.get('segment_version'))[:12]}, frame_index "
+            f"{int(rec.rows[j]) + r['rows_from']})")

@@ -106,8 +106,10 @@ class ClipRecords:
             key = where[:2] if isinstance(where, tuple) else id(raw)
             found = self._kept.get(key)
             if found is None:
-                with parsing(what):
-                    found = ClipRecord(raw[CLIPS], self.pack, what)
+                cameras = ", ".join(n for n, sc in self.pack.schema.items() if sc.video is not None)
+                named = f"{what} (its {CLIPS}: the clips of {cameras})"  # a truncated record still says whose
+                with parsing(named):
+                    found = ClipRecord(raw[CLIPS], self.pack, named)
                 if len(self._kept) >= self.KEPT:
                     self._kept.pop(next(iter(self._kept)))
                 self._kept[key] = found

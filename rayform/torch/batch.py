@@ -23,6 +23,7 @@ which over a batch of 64 is a few numpy calls.
 from __future__ import annotations
 
 import copy
+import os
 from collections.abc import Callable, Iterable, MutableSequence, Sequence
 from typing import Any, overload
 
@@ -31,6 +32,7 @@ import torch
 from torch.utils.data import get_worker_info
 from torch.utils.data._utils.collate import collate, default_collate_fn_map
 
+from rayform.errors import Malformed
 from rayform.sample.builder import SampleBuilder
 from rayform.torch.arena import lease, worker_arena
 from rayform.torch.tensors import to_torch
@@ -86,6 +88,7 @@ class BatchBuffer:
         self.stacked = stacked  # image keys with history: rows (N, H, W[, C]), batch (B, N, C, H, W)
         self.image_spans, image_bytes = _spans([x for x in layout if x[0] in images], size, IMAGE_SKEW)
         small_spans, small_bytes = _spans([x for x in layout if x[0] not in images], size)
+        _check_fits(layout, size, image_bytes + small_bytes)
         in_worker = get_worker_info() is not None
         arena = worker_arena(image_bytes) if in_worker and image_bytes else None
         found = arena.take(image_bytes) if arena is not None else None
@@ -278,6 +281,22 @@ class BuiltBatch(MutableSequence[dict[str, Any]]):
         out: dict[str, Any] = {key: self.buf.batch_view(key) for key in self.buf.tensors}
         out["meta"] = collate(self.metas, collate_fn_map=collate_fn_map)
         return self.buf.ship(out)
+
+
+def _check_fits(layout: list[tuple[str, tuple[int, ...], np.dtype]], size: int, nbytes: int) -> None:
+    """A batch buffer is sized from the pack's schema, which comes from the store: one that
+    would take more than half this machine's memory is refused before it is allocated (a
+    manifest declaring a 16384x16384 camera asked for 12.9 GB a batch)."""
+    try:
+        memory = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return
+    if nbytes > memory // 2:
+        largest = max(layout, key=lambda x: int(np.prod(x[1])) * np.dtype(x[2]).itemsize)
+        raise Malformed(f"a batch of {size} would take {nbytes / 2**30:.1f} GiB, more than half this machine's "
+                        f"memory: its pack says {largest[0]} is {'x'.join(map(str, largest[1]))} {np.dtype(largest[2])}. "
+                        "A broken or hostile pack, or a batch too large: check the pack (rayform show), or ask fewer "
+                        "samples a batch")
 
 
 def _allocate(nbytes: int, shared: bool) -> torch.Tensor:

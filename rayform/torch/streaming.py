@@ -24,6 +24,7 @@ from rayform.torch.world import Split, World, nodes
 
 T = TypeVar("T")
 LANE_CLIPS = 8  # a lane of a video pack's window reads about this many clips, one after another
+SAMPLE_STEP = 64  # a rank's samples a step, in sample mode on a video pack (``step_samples``)
 
 
 @dataclass(frozen=True)
@@ -132,9 +133,18 @@ class StreamingEpisodeDataset(Statistics, OverParts, IterableDataset[dict[str, A
         return World.detect(*self._explicit)
 
     @property
+    def step_samples(self) -> int:
+        """Samples a rank reads a step: ``batch_size``; in sample mode 1, but ``SAMPLE_STEP`` on a
+        video pack, whose lanes need a batch's width to mix: the DataLoader's batches, cut from
+        a worker's run of samples, are then as mixed as the dataset's own."""
+        if self.batch_size is not None:
+            return self.batch_size
+        return SAMPLE_STEP if any(b.pack.has_video for b in self.builders) else 1
+
+    @property
     def global_batch(self) -> int:
-        """Samples in one global batch: ``batch_size`` (1 in sample mode) × world size."""
-        return (self.batch_size or 1) * self.world().world_size
+        """Samples in one global batch: ``step_samples`` × world size."""
+        return self.step_samples * self.world().world_size
 
     def order(self, epoch: int) -> EpochOrder:
         sizes = [[s.samples for s in b.pack.shards] for b in self.builders]
@@ -143,13 +153,13 @@ class StreamingEpisodeDataset(Statistics, OverParts, IterableDataset[dict[str, A
     def plan(self, epoch: int, global_batch: int | None = None) -> EpochPlan:
         """The epoch's global batches (``read.partition``)."""
         clips = [b.pack.spec.clip_frames for b in self.builders if b.pack.has_video]
-        lanes = (self.shuffle.clip_stride, LANE_CLIPS * clips[0]) if clips else None
+        lanes = (self.shuffle.clip_stride, LANE_CLIPS * clips[0], clips[0]) if clips else None
         return EpochPlan(len(self.parts), global_batch or self.global_batch, self.partitions, self.shuffle.window,
                          self.seed, epoch, self.equalize, lanes)
 
     def __len__(self) -> int:
         """Samples each rank yields per epoch (with ``batch_size``: ``len // batch_size`` batches)."""
-        return self.plan(self.epoch).steps * (self.batch_size or 1)
+        return self.plan(self.epoch).steps * self.step_samples
 
     def set_epoch(self, epoch: int) -> None:
         """Seeds this epoch's order; reaches forked and persistent workers."""
@@ -191,7 +201,8 @@ class StreamingEpisodeDataset(Statistics, OverParts, IterableDataset[dict[str, A
         # 2-4 are this one where the epoch has no padding, 3 where it has one partition
         order = state.get("order", 2)
         plan = self.plan(int(state.get("epoch", 0)))
-        same = not plan.padded and order in (2, 3) or order == 3 and self.partitions == 1
+        video = any(b.pack.has_video for b in self.builders)
+        same = not video and (not plan.padded and order in (2, 3) or order == 3 and self.partitions == 1)
         if order != partition.ORDER and not same:
             raise InvalidInput(f"state_dict: saved under epoch order {order!r}, this rayform makes order "
                                f"{partition.ORDER}: resume with the rayform version that saved it, or start the "
@@ -216,7 +227,7 @@ class StreamingEpisodeDataset(Statistics, OverParts, IterableDataset[dict[str, A
         """This reader's steps this epoch, each with its raw samples (before any decoding)."""
         world = world or self.world()
         epoch = self.epoch
-        batch = self.batch_size or 1
+        batch = self.step_samples
         plan = self.plan(epoch, batch * world.world_size)
         first, worker_of_state = self._resume
         # a worker's own state names its next step; a global one, the first step not consumed
@@ -227,11 +238,18 @@ class StreamingEpisodeDataset(Statistics, OverParts, IterableDataset[dict[str, A
     def __iter__(self) -> Iterator[dict[str, Any]]:
         workers = self.world().workers
         for step, raws in self.raw_steps():
-            out = self._finish(self._build(raws[0])) if self.batch_size is None else self._collate(raws)
             # counted where it runs (a persistent DataLoader worker never sees set_epoch), and
             # before the yield: what the caller got is behind it
-            self._next = step + workers
-            yield out
+            if self.batch_size is not None:
+                out = self._collate(raws)
+                self._next = step + workers
+                yield out
+                continue
+            for i, raw in enumerate(raws):  # sample mode: a step's samples one by one
+                sample = self._finish(self._build(raw))
+                if i == len(raws) - 1:
+                    self._next = step + workers
+                yield sample
         self._resume = (0, None)
 
     def _build(self, raw: dict[str, Any]) -> dict[str, Any]:

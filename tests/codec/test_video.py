@@ -100,3 +100,44 @@ def test_a_decoder_used_before_a_fork_decodes_in_the_forked_process():
     os.kill(pid, 9)
     os.waitpid(pid, 0)
     pytest.fail("the forked process never finished decoding")
+
+
+HOSTILE_SPS = r"""
+import dataclasses, sys
+import msgpack
+from rayform.codec.clip import Clip
+from rayform.codec.video import PyAVDecoder
+from rayform.errors import Malformed
+doc = msgpack.unpackb(open(sys.argv[2], "rb").read())
+big = Clip("h264", 4096, 4096, len(doc["packets"]), tuple(doc["packets"]), tuple(doc["keys"]), doc["extradata"])
+claimed = dataclasses.replace(big, width=64, height=64) if sys.argv[1] == "lies" else big
+def peak():  # the process's peak resident set, in KiB
+    return int(next(l for l in open("/proc/self/status") if l.startswith("VmHWM")).split()[1])
+open("/proc/self/clear_refs", "w").write("5")  # the peak starts again from here (Linux)
+before = peak()
+try:
+    PyAVDecoder().decode(claimed, range(big.frames), (64, 64), "clip")
+    print("decoded", end=" ")
+except Malformed as e:
+    print("refused", end=" ")
+print((peak() - before) // 1024)
+"""
+
+
+def test_a_clip_whose_bitstream_claims_a_larger_size_is_refused_before_its_frames_are_allocated(tmp_path):
+    """The clip's record says 64x64 and the pack was checked for that; its SPS says 4096x4096.
+    FFmpeg is told the size (``max_pixels``) and refuses the frames before allocating them."""
+    import subprocess
+    import sys
+
+    import msgpack
+
+    tile = np.random.default_rng(0).integers(0, 255, (4, 16, 16, 3), np.uint8)
+    big = VideoCodec("h264", None, "ultrafast", clip_frames=4).encode(np.tile(tile, (1, 256, 256, 1)), 30)
+    (tmp_path / "clip").write_bytes(msgpack.packb({"packets": list(big.packets), "keys": list(big.keys),
+                                                   "extradata": big.extradata}))
+    runs = {mode: subprocess.run([sys.executable, "-c", HOSTILE_SPS, mode, str(tmp_path / "clip")], capture_output=True,
+                                 text=True, timeout=300).stdout.split() for mode in ("lies", "honest")}
+    assert runs["lies"][0] == "refused" and runs["honest"][0] == "decoded", runs
+    grown = {mode: int(out[1]) for mode, out in runs.items()}  # MiB the decoding added to the process's peak
+    assert grown["lies"] < 64 < grown["honest"], grown

@@ -241,3 +241,80 @@ def test_ros1_bag_written_by_rosbags_with_compressed_images_and_odometry(tmp_pat
     assert x["cam/compressed"].shape == (3, 8, 8) and x["action"].shape == (2, 7)
     # 5 m/s at 10 fps
     np.testing.assert_allclose(x["action"][:, 0].numpy(), x["odom"][0].item() + np.array([0.5, 1.0]), atol=1e-5)
+
+
+COMPRESSED_VIDEO = """builtin_interfaces/Time timestamp
+string frame_id
+uint8[] data
+string format
+"""
+
+
+def _real_frames(real_data, count: int = 24) -> list[np.ndarray]:
+    """Frames of a real camera: the LeRobot v2.1 example's (a Unitree G1's head camera), shrunk."""
+    import av
+
+    from rayform.codec import imagecodec
+
+    path = next((real_data / "lerobot_v21_unitree_g1_subset").glob("videos/**/episode_000001.mp4"))
+    with av.open(str(path)) as container:
+        out = []
+        for frame in container.decode(video=0):
+            out.append(imagecodec.resize(frame.to_ndarray(format="rgb24"), (120, 160)))
+            if len(out) == count:
+                return out
+    raise AssertionError("too few frames")
+
+
+def _annex_b(frames: list[np.ndarray], gop: int = 8) -> list[bytes]:
+    """H.264 as a camera driver sends it to Foxglove: Annex B, parameter sets in band, no B-frames."""
+    import av
+
+    ctx = av.CodecContext.create("libx264", "w")
+    ctx.width, ctx.height, ctx.pix_fmt = 160, 120, "yuv420p"
+    ctx.time_base = av.time_base if False else __import__("fractions").Fraction(1, 30)
+    ctx.options = {"g": str(gop), "bf": "0", "preset": "ultrafast", "tune": "zerolatency"}
+    out = []
+    for i, f in enumerate(frames):
+        vf = av.VideoFrame.from_ndarray(f, format="rgb24").reformat(format="yuv420p")
+        vf.pts = i
+        out += [bytes(p) for p in ctx.encode(vf)]
+    out += [bytes(p) for p in ctx.encode(None)]
+    return out
+
+
+def test_foxglove_compressed_video_is_kept_as_a_video_stream(real_data, tmp_path, client):
+    """A bag written by rosbags (MCAP storage) of foxglove_msgs/CompressedVideo messages, the
+    H.264 of a real camera's frames: ingested as a VideoStream, its packets as recorded, its
+    keyframes read from the bitstream, and its frames decode as the encoder's own did."""
+    from rosbags.rosbag2 import StoragePlugin, Writer
+    from rosbags.typesys import Stores, get_typestore
+    from rosbags.typesys.msg import get_types_from_msg
+
+    from rayform.codec.clip import Clip
+    from rayform.codec.video import PyAVDecoder
+
+    store = get_typestore(Stores.ROS2_HUMBLE)
+    store.register(get_types_from_msg(COMPRESSED_VIDEO, "foxglove_msgs/msg/CompressedVideo"))
+    Video, Time = store.types["foxglove_msgs/msg/CompressedVideo"], store.types["builtin_interfaces/msg/Time"]
+    packets = _annex_b(_real_frames(real_data))
+    bag = tmp_path / "camera"
+    with Writer(bag, version=9, storage_plugin=StoragePlugin.MCAP) as w:
+        conn = w.add_connection("/camera/h264", Video.__msgtype__, typestore=store)
+        for i, data in enumerate(packets):
+            t = 5_000_000_000 + i * 33_333_333
+            msg = Video(timestamp=Time(sec=t // 10**9, nanosec=t % 10**9), frame_id="cam",
+                        data=np.frombuffer(data, np.uint8), format="h264")
+            w.write(conn, t, store.serialize_cdr(msg, Video.__msgtype__))
+    report = ingest(client, "ros", [bag], "lab", progress=False)
+    seg = client.segments.get(report.segments[0].id)
+    info = seg.streams["camera/h264"]
+    assert info.is_video and info.video.codec == "h264" and info.shape == (120, 160, 3)
+    assert [bytes(seg.frame_view("camera/h264", i)) for i in range(len(packets))] == packets
+    keys = seg.video("camera/h264").keys
+    assert keys[0] and keys.sum() == 3 and np.flatnonzero(keys).tolist() == [0, 8, 16]
+    clip = Clip("h264", 160, 120, len(packets), tuple(packets), (0, 8, 16), b"")
+    want = PyAVDecoder().decode(clip, range(len(packets)), None, "source")
+    for i in (0, 5, 17, 23):
+        assert np.array_equal(seg.frame_array("camera/h264", i), want[i])
+    assert seg.timestamps("camera/h264")[1] - seg.timestamps("camera/h264")[0] == 33_333_333

@@ -46,7 +46,9 @@ def test_a_kept_video_slice_survives_gc_and_verifies_and_packs_and_pushes(real_d
     home = rayform.Client(tmp_path / "store")
     s = home.slices.get("so101")
     pack = home.packs.find(s, 30)
-    assert pack.has_video and pack.schema["wrist/rgb"].video.kept  # the recorded AV1 packets, kept
+    video = pack.schema["wrist/rgb"].video
+    # made from the recorded AV1 packets, through their index: copied, or re-encoded where copying costs more
+    assert pack.has_video and (video.kept or video.why.startswith("keeping its packets copies")), video
 
     url, options = s3_store_url
     opts = [f"--dest-option={k}={v}" for k, v in options.items()]

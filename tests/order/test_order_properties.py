@@ -32,7 +32,8 @@ def configurations(draw):
         shards=shards, weights=weights, world=world, batch=draw(st.integers(1, 12)),
         workers=draw(st.integers(0, 3)), partitions=draw(st.integers(1, 8)),
         window=draw(st.sampled_from([0, 1, 2, 7, 50, 300])), equalize=draw(st.sampled_from(["pad", "drop"])),
-        lanes=draw(st.none() | st.tuples(st.integers(1, 4), st.integers(1, 8))),
+        lanes=draw(st.none() | st.tuples(st.integers(1, 4), st.integers(1, 8), st.integers(0, 8))
+                   .map(lambda t: (t[0], t[1] * max(1, t[2]), t[2]))),  # (clip stride, lane run, clip)
         seed=draw(st.integers(0, 2**32)), epoch=draw(st.integers(0, 5)),
         # where a resumed run starts, and on which topology (same global batch)
         resume=draw(st.floats(0, 1)), world2=draw(st.sampled_from([1, 2, 3, 4, 6])), workers2=draw(st.integers(0, 3)),
@@ -106,3 +107,20 @@ def test_a_run_resumed_at_any_step_on_another_topology_makes_the_same_global_bat
     after = _readers(again, c["world2"], c["workers2"], first=first)
     assert sorted(after) == list(range(first, plan.steps))
     assert all(after[k] == before[k] for k in after)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(400, 3000), st.integers(4, 32), st.integers(1, 4), st.integers(1, 8), st.integers(1, 3),
+       st.integers(0, 1000))
+def test_a_video_packs_batches_are_made_of_other_clips_every_epoch(total, batch, stride, clip, partitions, seed):
+    """Any pack, one shard or many (the epoch order is the file order of one shard, the worst
+    case): the global batches of epoch 1 are not those of epoch 0 shuffled among slots."""
+    lanes = (stride, 8 * clip, clip)
+
+    def batches(epoch: int) -> set[frozenset[int]]:
+        plan = EpochPlan(total, batch, partitions, 1000, seed, epoch, "drop", lanes)
+        rows = plan.positions(range(plan.steps), 0, batch).reshape(plan.steps, batch)
+        return {frozenset(r.tolist()) for r in rows}
+
+    a, b = batches(0), batches(1)
+    assert len(a & b) <= len(a) // 2

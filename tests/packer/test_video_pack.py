@@ -8,7 +8,7 @@ import tarfile
 
 import numpy as np
 import pytest
-from conftest import add_video_slice
+from conftest import add_video_slice, moving_texture
 
 import rayform
 from rayform.codec import records
@@ -107,3 +107,74 @@ def test_a_clip_length_and_quality_are_the_pack_s_and_set_it_apart(video_packs):
     assert other.schema["cam/rgb"].video.packet_bytes < h264.schema["cam/rgb"].video.packet_bytes
     with pytest.raises(rayform.InvalidInput, match="video crf 99"):
         client.pack(s, 30, image_codec="h264", video_crf=99, progress=False)
+
+
+def _recorded(crf: int, gop: int, frames: int = 48, seed: int = 0) -> tuple[rayform.VideoStream, np.ndarray]:
+    """A camera recorded as H.264 at ``crf`` with a keyframe every ``gop`` frames, 30 fps."""
+    from rayform.codec.video import PyAVDecoder
+    from rayform.codec.video_encoder import VideoCodec
+
+    clip = VideoCodec("h264", crf, None, gop).encode(moving_texture(frames, 64, seed), 30)
+    t = np.arange(frames, dtype=np.int64) * (1_000_000_000 // 30)
+    decoded = PyAVDecoder().decode(clip, range(frames), None, "source")
+    return (rayform.VideoStream("cam/rgb", t, list(clip.packets), t, np.isin(np.arange(frames), clip.keys), "h264",
+                                64, 64, clip.extradata), np.stack([decoded[i] for i in range(frames)]))
+
+
+@pytest.mark.parametrize(("crf", "gop", "kept"), [(35, 8, True), (17, 2, False)])
+def test_keep_copies_packets_only_where_that_is_not_larger_than_encoding(tmp_path, crf, gop, kept):
+    """Keyframes at the clips' starts and a source cheaper than encoding it again: the packets
+    are copied, every frame bit for bit. A keyframe every other frame: each clip would copy
+    more than encoding takes, so the pack encodes and says why."""
+    client = rayform.Client(tmp_path / "store")
+    refs = []
+    sources = []
+    for e in range(2):
+        stream, frames = _recorded(crf, gop, seed=e)
+        t = np.asarray(stream.timestamps)
+        refs.append(client.segments.add("lab", f"ep{e}", [stream, rayform.ArrayStream("joints", t, np.zeros((48, 2)))]))
+        sources.append(frames)
+    s = client.slices.create(refs)
+    pack = client.pack(s, 30, max_horizon=2, workers=1, progress=False)
+    video = pack.schema["cam/rgb"].video
+    assert video.kept == kept and (video.why is None) == kept, video
+    if not kept:
+        assert "keeping its packets copies" in video.why
+        return
+    ds = rayform.torch.EpisodeDataset(s, obs=["cam/rgb"], action="joints", fps=30, horizon=2) \
+        if pytest.importorskip("torch") else None
+    for i in range(0, len(ds), 5):
+        x = ds[i]
+        want = sources[x["meta"]["episode_index"]][x["meta"]["frame_index"]]
+        assert np.array_equal(x["cam/rgb"].numpy().transpose(1, 2, 0), want)
+
+
+def test_a_pack_measures_its_video_quality_and_meets_a_target_at_the_largest_crf(tmp_path):
+    """Every encoded camera's PSNR (and JPEG q90's on the same frames) is in its schema; with a
+    target the CRF is the largest whose PSNR meets it, so a lower target makes a smaller pack."""
+    client = rayform.Client(tmp_path / "store")
+    s = add_video_slice(client, episodes=3, frames=48, size=64)
+    plain = client.pack(s, 30, image_codec="h264", max_horizon=2, workers=1, progress=False)
+    v = plain.schema["cam/rgb"].video
+    assert v.crf == 17 and v.psnr is not None and v.jpeg_psnr is not None and v.psnr > 30
+    high = client.pack(s, 30, image_codec="h264", video_psnr=v.psnr + 0.5, max_horizon=2, workers=1, progress=False)
+    low = client.pack(s, 30, image_codec="h264", video_psnr=v.psnr - 4, max_horizon=2, workers=1, progress=False)
+    hv, lv = high.schema["cam/rgb"].video, low.schema["cam/rgb"].video
+    assert hv.crf < 17 < lv.crf and hv.psnr >= v.psnr + 0.5 > lv.psnr >= v.psnr - 4
+    assert sum(sh.bytes for sh in low.shards) < sum(sh.bytes for sh in plain.shards) < sum(sh.bytes for sh in high.shards)
+    with pytest.raises(rayform.InvalidInput, match="not both"):
+        rayform.PackSpec(fps=30, image_codec="h264", video_psnr=40, video_crf=20)
+
+
+def test_jpeg_quality_re_encodes_recorded_jpegs_when_asked(demo_client):
+    """Recorded JPEGs are kept untouched under --codec jpeg; a quality asked re-encodes them
+    (two qualities: two packs of other bytes), and --quality with another codec is refused."""
+    client, s = demo_client
+    kept = client.pack(s, 15, image_codec="jpeg", workers=1, progress=False)
+    q50 = client.pack(s, 15, image_codec="jpeg", jpeg_quality=50, jpeg_reencode=True, workers=1, progress=False)
+    q90 = client.pack(s, 15, image_codec="jpeg", jpeg_quality=90, jpeg_reencode=True, workers=1, progress=False)
+    sizes = [sum(sh.bytes for sh in p.shards) for p in (q50, q90)]
+    assert sizes[0] < sizes[1] and len({kept.key, q50.key, q90.key}) == 3
+    from rayform.cli.main import main
+
+    assert main(["--store", str(client.store.root), "pack", s.id, "--fps", "15", "--quality", "50"]) == 2

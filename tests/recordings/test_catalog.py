@@ -198,3 +198,18 @@ def test_a_hostile_catalog_part_is_one_malformed(tmp_path, hostile):
     catalog_module._TABLES.clear()
     with pytest.raises(Malformed):
         client.segments.list()
+
+
+def test_appends_keep_a_site_to_a_few_parts_every_row_kept_in_order(tmp_path):
+    """Past AUTO_PARTS parts an append merges the newest, LSM-style: a catalog of many ingests
+    stays a few parts (one listing and a few reads to list a million episodes)."""
+    from rayform.recordings.segments import AUTO_PARTS
+
+    client = rayform.Client(tmp_path / "store")
+    for k in range(3 * AUTO_PARTS):
+        client.segments.add_many([_episode(10 * k + i) for i in range(1 + k % 3)])
+    parts = client.segments.catalog.parts.live("lab")
+    assert len(parts) <= AUTO_PARTS and len(client.segments.catalog.parts.listed("lab")) == len(parts)
+    names = [r["name"] for r in client.segments.catalog.table().to_pylist()]
+    expected = [f"ep-{10 * k + i:06d}" for k in range(3 * AUTO_PARTS) for i in range(1 + k % 3)]
+    assert names == expected

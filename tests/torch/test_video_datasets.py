@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import moving_texture
+from conftest import add_video_slice, moving_texture
 from torch.utils.data import DataLoader
 
 import rayform
@@ -122,3 +122,55 @@ def test_frames_decode_at_the_size_a_dataset_asks(video_packs, resize):
     client, s, _, h264 = video_packs
     x = rayform.torch.EpisodeDataset(s, **KW, pack=h264.key, resize=resize)[7]
     assert x["cam/rgb"].shape == (3, 3, *resize)
+
+
+@pytest.fixture(scope="module")
+def one_shard(tmp_path_factory):
+    """24 short episodes packed into one shard, as H.264 and as JPEG: the case where an epoch's
+    order is the shard's own file order, so only the windows can change it."""
+    client = rayform.Client(tmp_path_factory.mktemp("one-shard") / "store")
+    s = add_video_slice(client, episodes=24, frames=40, size=16, name="many")
+    packs = {codec: client.pack(s, 30, image_codec=codec, max_horizon=2, workers=1, progress=False)
+             for codec in ("h264", "jpeg")}
+    assert all(len(p.shards) == 1 for p in packs.values())
+    return s, packs
+
+
+def _batches(s, pack, **kw) -> list[frozenset]:
+    ds = rayform.torch.StreamingEpisodeDataset(s, obs=["cam/rgb"], action="joints", fps=30, horizon=2, pack=pack.key,
+                                               batch_size=32, **kw)
+    return [frozenset(zip(b["meta"]["episode_index"].tolist(), b["meta"]["frame_index"].tolist())) for b in ds]
+
+
+@pytest.mark.parametrize("codec", ["h264", "jpeg"])
+def test_a_one_shard_pack_makes_other_batches_every_epoch_and_seed(one_shard, codec):
+    s, packs = one_shard
+    first = _batches(s, packs[codec], seed=0)
+    for other in (_batches(s, packs[codec], seed=1), _epoch_1(s, packs[codec])):
+        assert len(set(first) & set(other)) <= len(first) // 4
+
+
+def _epoch_1(s, pack):
+    ds = rayform.torch.StreamingEpisodeDataset(s, obs=["cam/rgb"], action="joints", fps=30, horizon=2, pack=pack.key,
+                                               batch_size=32)
+    ds.set_epoch(1)
+    return [frozenset(zip(b["meta"]["episode_index"].tolist(), b["meta"]["frame_index"].tolist())) for b in ds]
+
+
+@pytest.mark.parametrize("codec", ["h264", "jpeg"])
+@pytest.mark.parametrize("form", ["the dataset's batches", "the DataLoader's batches"])
+def test_batches_are_mixed_however_they_are_made(one_shard, codec, form):
+    """The README's plain loop (the DataLoader making the batches, 2 workers) mixes a video
+    pack's samples as well as the dataset's own batches do: as well as uniform sampling."""
+    from torch.utils.data import DataLoader
+
+    from rayform.diagnostics.batch_mixing import mixing
+
+    s, packs = one_shard
+    kw = dict(obs=["cam/rgb"], action="joints", fps=30, horizon=2, pack=packs[codec].key)
+    if form == "the dataset's batches":
+        loader = DataLoader(rayform.torch.StreamingEpisodeDataset(s, **kw, batch_size=32), batch_size=None, num_workers=2)
+    else:
+        loader = DataLoader(rayform.torch.StreamingEpisodeDataset(s, **kw), batch_size=32, num_workers=2)
+    mixed = mixing([b["meta"]["episode_index"].tolist() for b in loader], 24)
+    assert mixed.ratio >= 0.9, mixed

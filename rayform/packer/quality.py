@@ -1,0 +1,98 @@
+"""How good a pack's encoded video is, measured before it is rendered, and the CRF a quality
+target asks for.
+
+For each camera a pack encodes, a few clips are taken as the pack will take them (the frames
+its samples show, resized as it resizes, from up to ``SAMPLED`` segments spread over the
+slice), encoded at the camera's CRF, decoded and compared with the frames (PSNR, dB); the
+same frames as JPEG at quality 90 are the comparison. With a target (``PackSpec.video_psnr``)
+the CRF is the largest that meets it on those clips (a binary search: PSNR falls as CRF
+rises), the fewest bytes that keep the quality asked. Both figures go into the camera's
+schema, so ``show`` says what a pack's video is worth against JPEG.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable
+
+import numpy as np
+
+from rayform.codec import imagecodec
+from rayform.codec.video import PyAVDecoder, psnr
+from rayform.codec.video_encoder import VideoCodec
+from rayform.pack.layout import StreamSchema, VideoSchema
+from rayform.pack.spec import PackSpec
+from rayform.packer.clips import frame_indices
+from rayform.packer.plan import SegmentPlan
+from rayform.recordings.segment_reader import Segment
+
+log = logging.getLogger("rayform.pack")
+SAMPLED = 4  # segments a camera's clips are sampled from
+CRF_RANGE = {"h264": (10, 40), "hevc": (10, 40), "av1": (15, 55)}
+
+
+def measured(schema: dict[str, StreamSchema], plans: list[SegmentPlan], spec: PackSpec,
+             segment: Callable[[int], Segment]) -> dict[str, StreamSchema]:
+    """``schema`` with each encoded camera's PSNR (and JPEG q90's) measured, and its CRF chosen
+    where ``spec.video_psnr`` asks for a quality; ``segment(i)`` opens the slice's segment ``i``."""
+    out = dict(schema)
+    kept = [p for p in plans if len(p.times)]
+    chosen = [kept[int(i)] for i in np.unique(np.linspace(0, len(kept) - 1, min(SAMPLED, len(kept))).round())] \
+        if kept else []
+    for name, s in schema.items():
+        video = s.video
+        if video is None or video.kept or not chosen:
+            continue
+        frames = [_frames(segment(p.position), name, p, spec) for p in chosen]
+        jpeg = psnr(np.concatenate(frames), np.concatenate([_jpeg(f) for f in frames]))
+        crf = video.crf if spec.video_psnr is None else _crf_for(video, frames, spec, float(spec.video_psnr))
+        quality = _psnr(dataclasses.replace(video, crf=crf), frames, spec)
+        if spec.video_psnr is not None and quality < spec.video_psnr:
+            log.warning("rayform: camera %s: %.1f dB at crf %d, the best tried, is short of the %.1f dB asked "
+                        "(JPEG q90 measures %.1f on the same frames)", name, quality, crf, spec.video_psnr, jpeg)
+        out[name] = dataclasses.replace(s, video=dataclasses.replace(video, crf=crf, psnr=round(quality, 2),
+                                                                     jpeg_psnr=round(jpeg, 2)))
+    return out
+
+
+def _frames(seg: Segment, name: str, plan: SegmentPlan, spec: PackSpec) -> np.ndarray:
+    """The frames the pack's first clip of this segment shows, as the pack takes them."""
+    t = plan.times[:spec.clip_frames]
+    shows = frame_indices(seg, name, spec, t, np.zeros((len(t), 0), np.int64))[:, 0]
+    out = []
+    for i in shows.tolist():
+        image = seg.frame_array(name, int(i))
+        if spec.resize is not None and tuple(image.shape[:2]) != spec.resize:
+            image = imagecodec.resize(image, spec.resize)
+        out.append(image)
+    return np.stack(out)
+
+
+def _jpeg(frames: np.ndarray) -> np.ndarray:
+    return np.stack([imagecodec.decode_jpeg(imagecodec.encode_jpeg(f, 90)) for f in frames])
+
+
+def _psnr(video: VideoSchema, clips: list[np.ndarray], spec: PackSpec) -> float:
+    codec = VideoCodec(video.codec, video.crf, video.preset, video.clip_frames)
+    decoder = PyAVDecoder()
+    decoded = []
+    for frames in clips:
+        clip = codec.encode(list(frames), spec.fps)
+        got = decoder.decode(clip, range(clip.frames), None, "quality sample")
+        decoded.append(np.stack([got[i] for i in range(clip.frames)]))
+    return psnr(np.concatenate(clips), np.concatenate(decoded))
+
+
+def _crf_for(video: VideoSchema, clips: list[np.ndarray], spec: PackSpec, target: float) -> int:
+    """The largest CRF whose PSNR on ``clips`` meets ``target`` (the smallest tried if none does)."""
+    lo, hi = CRF_RANGE.get(video.codec, (10, 40))
+    best = lo
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        if _psnr(dataclasses.replace(video, crf=mid), clips, spec) >= target:
+            best, lo = mid, mid + 1
+        else:
+            hi = mid - 1
+    return best
+
