@@ -11,13 +11,22 @@ times each (medians):
 
 Printed: episodes/s and MB/s (of source bytes) each, and ingest over copy.
 
+With ``--rlds``: an RLDS dataset in TFDS's layout instead (``rlds_data.py``: ``--episodes`` of
+``--steps`` steps, two 224x224 JPEG cameras of real frames, in ``--shards`` TFRecord shards),
+and the same rows for ``rayform ingest rlds`` (images kept as recorded) on ``--workers`` and on
+one process, beside TensorFlow reading and parsing the same records in one process
+(``tf.data.TFRecordDataset`` and ``tf.train.Example``), where ``--tf-python`` names a Python
+that has TensorFlow (the reference; rayform does not need it).
+
     python benchmarks/ingest.py [--copies 20] [--workers 2] [--repeats 3] [--decode-video]
+    python benchmarks/ingest.py --rlds [--episodes 200] [--steps 60] [--shards 8] [--tf-python /tmp/tfenv/bin/python]
 """
 
 from __future__ import annotations
 
 import argparse
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -39,7 +48,15 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--decode-video", action="store_true", help="also ingest with the videos decoded to JPEG")
+    ap.add_argument("--rlds", action="store_true", help="an RLDS dataset instead of LeRobot's")
+    ap.add_argument("--episodes", type=int, default=200)
+    ap.add_argument("--steps", type=int, default=60)
+    ap.add_argument("--shards", type=int, default=8)
+    ap.add_argument("--tf-python", help="a Python with TensorFlow, to time its reader on the same records")
     args = ap.parse_args()
+    if args.rlds:
+        rlds(args)
+        return
 
     with tempfile.TemporaryDirectory() as tmp:
         sources = []
@@ -78,6 +95,43 @@ def main() -> None:
         t = median(times[name])
         print(f"{name:34} {t:8.2f} {episodes / t:11.1f} {size / 1e6 / t:8.1f} {t / copy:12.2f}")
     print(f"\nvideo stored per copy: {stored / 1e6:.2f} MB of packets, as recorded")
+
+
+def rlds(args: argparse.Namespace) -> None:
+    import rlds_data
+    from video import real_frames
+
+    with tempfile.TemporaryDirectory() as tmp:
+        size = rlds_data.write(Path(tmp) / "source", real_frames(), args.episodes, args.steps, args.shards)
+        source = Path(tmp) / "source" / rlds_data.NAME / "1.0.0"
+        shards = sorted(str(p) for p in source.glob("*.tfrecord-*"))
+        modes = ["plain copy of the files", f"rayform ingest rlds, {args.workers} workers", "rayform ingest rlds, 1 process"]
+        if args.tf_python:
+            modes.append("TensorFlow: read + parse, 1 process")
+        times: dict[str, list[float]] = {m: [] for m in modes}
+        for r in range(args.repeats):
+            for m in modes:
+                target = Path(tmp) / f"{r}-{modes.index(m)}"
+                t0 = time.perf_counter()
+                if m.startswith("plain"):
+                    shutil.copytree(source, target)
+                elif m.startswith("rayform"):
+                    rayform.Client(target).ingest("rlds", [source], "bench", options={"fps": 10},
+                                                  workers=args.workers if "workers" in m else 1, progress=False)
+                else:  # TensorFlow's own timing, without its import
+                    out = subprocess.run([args.tf_python, "-c", rlds_data.TF_READ, *shards], capture_output=True,
+                                         text=True, check=True).stdout.split()
+                    assert int(out[1]) == args.episodes * args.steps
+                    t0 = time.perf_counter() - float(out[0])
+                times[m].append(time.perf_counter() - t0)
+                shutil.rmtree(target, ignore_errors=True)
+    copy = median(times[modes[0]])
+    print(f"RLDS: {args.episodes} episodes of {args.steps} steps (two 224x224 JPEG q90 cameras), {size / 1e6:.1f} MB "
+          f"in {args.shards} TFRecord shards; medians of {args.repeats}", file=sys.stderr)
+    print(f"\n{'':38} {'seconds':>8} {'episodes/s':>11} {'MB/s':>8} {'x copy time':>12}")
+    for m in modes:
+        t = median(times[m])
+        print(f"{m:38} {t:8.2f} {args.episodes / t:11.1f} {size / 1e6 / t:8.1f} {t / copy:12.2f}")
 
 
 if __name__ == "__main__":

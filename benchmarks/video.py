@@ -17,6 +17,7 @@ pixels and their PSNR is measured against them. It is packed at 30 fps as JPEG q
   per sample (measured in one process over a few batches).
 
     python benchmarks/video.py [--workers 2] [--repeats 3] [--copies 4] [--codec h264] [--clip-frames 8]
+    python benchmarks/video.py --camera g1 --quality-only     # a second real camera: bytes and PSNR
 """
 
 from __future__ import annotations
@@ -51,24 +52,28 @@ FPS, SIZE, EPISODE = 30, (224, 224), 120
 OBS = ["cam/rgb", "joints"]
 
 
-def real_frames() -> np.ndarray:
-    """Every frame of the LeRobot examples' videos, resized to SIZE (Pillow bilinear)."""
+CAMERAS = {"all": "lerobot_*", "so101": "lerobot_v30_*", "g1": "lerobot_v21_unitree_g1*"}  # --camera: whose frames
+
+
+def real_frames(camera: str = "all") -> np.ndarray:
+    """Every frame of the LeRobot examples' videos (``camera``: one robot's), resized to SIZE
+    (Pillow bilinear)."""
     import av
 
     from rayform.codec import imagecodec
 
     frames = []
-    for path in sorted(glob.glob(str(REAL / "lerobot_*" / "videos" / "**" / "*.mp4"), recursive=True)):
+    for path in sorted(glob.glob(str(REAL / CAMERAS[camera] / "videos" / "**" / "*.mp4"), recursive=True)):
         with av.open(path) as container:
             for frame in container.decode(video=0):
                 frames.append(imagecodec.resize(frame.to_ndarray(format="rgb24"), SIZE))
     return np.stack(frames)
 
 
-def build_slice(client: rayform.Client, copies: int) -> tuple[rayform.Slice, np.ndarray]:
+def build_slice(client: rayform.Client, copies: int, camera: str = "all") -> tuple[rayform.Slice, np.ndarray]:
     import pyarrow.parquet as pq
 
-    frames = real_frames()
+    frames = real_frames(camera)
     state = np.asarray(pq.read_table(V30 / "data" / "chunk-000" / "file-000.parquet").column("observation.state")
                        .to_pylist(), np.float32)
     refs = []
@@ -104,7 +109,7 @@ def stream(slice_id: str, key: str, options: dict, workers: int, repeats: int, e
     """First epoch from S3 and a cached one, ``repeats`` times (a new cache each): medians."""
     from torch.utils.data import DataLoader
 
-    out: dict[str, list[float]] = {k: [] for k in ("fetched", "cpu", "first", "cached_first", "mix", "peak")}
+    out: dict[str, list[float]] = {k: [] for k in ("fetched", "cpu", "rate", "first", "cached_first", "mix", "peak")}
     for _ in range(repeats):
         with tempfile.TemporaryDirectory() as cache:
             remote = rayform.Client("s3://bench/store", storage_options=options, cache=cache)
@@ -118,6 +123,7 @@ def stream(slice_id: str, key: str, options: dict, workers: int, repeats: int, e
             seen = []
             res = bench.run_loader(loader, 1, ds.set_epoch, seen)
             out["cpu"].append(res[0][3])
+            out["rate"].append(res[0][1])
             out["cached_first"].append(res[0][0])
             out["mix"].append(mixing(seen[0], episodes).ratio)
             out["peak"].append(bench.live_worker_peak_mib(exclude=MOTO_PID))
@@ -125,21 +131,28 @@ def stream(slice_id: str, key: str, options: dict, workers: int, repeats: int, e
     return {k: median(v) for k, v in out.items()}
 
 
-def episode_dataset(slice_: rayform.Slice, key: str, workers: int, repeats: int) -> dict:
+def episode_dataset(slice_: rayform.Slice, key: str, workers: int, repeats: int, ordered: bool = False) -> dict:
+    """``DataLoader(shuffle=True)`` over it, or (``ordered``) the dataset given the batch size
+    and the DataLoader in order: its clip-aware order."""
     from torch.utils.data import DataLoader
 
-    cpu, first = [], []
+    size = {"batch_size": 64} if ordered else {}
+    cpu, first, rate, epoch_1 = [], [], [], []
     for _ in range(repeats):
-        ds = rayform.torch.EpisodeDataset(slice_, obs=OBS, action="joints_delta", fps=FPS, horizon=16, pack=key)
-        res = bench.run_loader(DataLoader(ds, batch_size=64, shuffle=True, num_workers=workers), 1)
-        cpu.append(res[0][3])
+        ds = rayform.torch.EpisodeDataset(slice_, obs=OBS, action="joints_delta", fps=FPS, horizon=16, pack=key, **size)
+        loader = DataLoader(ds, batch_size=64, shuffle=not ordered, num_workers=workers, persistent_workers=True)
+        res = bench.run_loader(loader, 2, ds.set_epoch)  # a fresh epoch (workers starting), then the steady state
+        epoch_1.append(res[0][3])
+        cpu.append(res[1][3])
+        rate.append(res[1][1])
         first.append(res[0][0])
-    ds = rayform.torch.EpisodeDataset(slice_, obs=OBS, action="joints_delta", fps=FPS, horizon=16, pack=key)
-    for _batch in DataLoader(ds, batch_size=64, shuffle=True, num_workers=0):  # in this process: its counters
+        del loader
+    ds = rayform.torch.EpisodeDataset(slice_, obs=OBS, action="joints_delta", fps=FPS, horizon=16, pack=key, **size)
+    for _batch in DataLoader(ds, batch_size=64, shuffle=not ordered, num_workers=0):  # in this process: its counters
         if ds.builders[0].clips.built >= 1024:
             break
     clips = ds.builders[0].clips
-    return {"cpu": median(cpu), "first": median(first),
+    return {"cpu": median(cpu), "first": median(first), "rate": median(rate), "first_epoch_cpu": median(epoch_1),
             "decoded": clips.decoded / clips.built if clips.built else 0.0}
 
 
@@ -156,6 +169,9 @@ def main() -> None:
     ap.add_argument("--clip-frames", type=int, default=CLIP_FRAMES,
                     help="samples a clip (its keyframe interval): fewer, cheaper random access, more bytes")
     ap.add_argument("--store", help="a store to build in (default: a temporary one)")
+    ap.add_argument("--camera", default="all", choices=sorted(CAMERAS),
+                    help="whose frames: both LeRobot examples' (default), the SO-101 wrist's or the G1 humanoid's")
+    ap.add_argument("--quality-only", action="store_true", help="bytes and PSNR only (no loaders)")
     args = ap.parse_args()
 
     import boto3
@@ -167,12 +183,21 @@ def main() -> None:
         root = args.store or os.path.join(tmp, "store")
         client = rayform.Client(root)
         print("building the slice of real frames ...", file=sys.stderr, flush=True)
-        slice_, frames = build_slice(client, args.copies)
+        slice_, frames = build_slice(client, args.copies, args.camera)
         jpeg = client.pack(slice_, FPS, image_codec="jpeg", jpeg_quality=90, progress=False)
         video = client.pack(slice_, FPS, image_codec=args.codec, clip_frames=args.clip_frames, progress=False)
         packs = {"JPEG q90": jpeg, f"{args.codec} ({video.schema['cam/rgb'].video.crf}, clips "
                  f"{args.clip_frames})": video}
 
+        if args.quality_only:
+            v = video.schema["cam/rgb"].video
+            for name, p in packs.items():
+                got = pack_psnr(slice_, p.key, frames)
+                print(f"{args.camera} camera, {name:28} {sum(sh.bytes for sh in p.shards) / 2**20:8.2f} MiB "
+                      f"PSNR {got:6.2f} dB")
+            print(f"video / JPEG bytes {sum(sh.bytes for sh in video.shards) / sum(sh.bytes for sh in jpeg.shards):.3f}"
+                  f"; the pack's own measure: {v.psnr} dB (JPEG q90 {v.jpeg_psnr} dB) at crf {v.crf}")
+            return
         source = next(V30.glob("videos/**/*.mp4"))
         from rayform.converters.ingest import ingest
 
@@ -206,6 +231,8 @@ def main() -> None:
         finally:
             moto.kill()
         random = {name: episode_dataset(slice_, p.key, args.workers, args.repeats) for name, p in packs.items()}
+        ordered = {name: episode_dataset(slice_, p.key, args.workers, args.repeats, ordered=True)
+                   for name, p in packs.items()}
 
     (jn, vn) = list(packs)
     print(f"\nslice: {shape[0]} real frames at {SIZE[1]}x{SIZE[0]} x {args.copies} = {jpeg.samples} samples in "
@@ -224,11 +251,23 @@ def main() -> None:
         ("EpisodeDataset: CPU ms/sample", 1000 * random[jn]["cpu"], 1000 * random[vn]["cpu"], "<= 3"),
         ("EpisodeDataset: first batch (s)", random[jn]["first"], random[vn]["first"], "<= 0.5 s"),
         ("EpisodeDataset: frames decoded/sample", random[jn]["decoded"] or 1.0, random[vn]["decoded"], ""),
+        ("streaming, cached: samples/s", streamed[jn]["rate"], streamed[vn]["rate"], ""),
+        ("EpisodeDataset shuffled: samples/s", random[jn]["rate"], random[vn]["rate"], ""),
+        ("EpisodeDataset(batch_size): samples/s", ordered[jn]["rate"], ordered[vn]["rate"], ""),
+        ("  its CPU ms/sample", 1000 * ordered[jn]["cpu"], 1000 * ordered[vn]["cpu"], ""),
+        ("  its first epoch's CPU ms/sample", 1000 * ordered[jn]["first_epoch_cpu"],
+         1000 * ordered[vn]["first_epoch_cpu"], ""),
+        ("  its frames decoded/sample", ordered[jn]["decoded"] or 1.0, ordered[vn]["decoded"], ""),
     ]
     for name, a, b, target in rows:
         ratio = f"{b - a:+13.2f}" if "PSNR" in name or "RSS" in name else \
             (f"{b / a:13.2f}" if a and "first batch" not in name else f"{'':13}")
         print(f"{name:34} {a:14.3f} {b:14.3f} {ratio}  {target}")
+    for name in (jn, vn):
+        print(f"{name}: random access at {random[name]['rate'] / streamed[name]['rate']:.2f}x streaming's samples/s "
+              f"shuffled, {ordered[name]['rate'] / streamed[name]['rate']:.2f}x given the batch size (target >= 0.8); "
+              f"first epoch {ordered[name]['first_epoch_cpu'] / ordered[name]['cpu']:.2f}x the steady state's CPU "
+              "(target <= 1.2)")
     kept_bytes = sum(sh.bytes for sh in kept.shards)
     v = kept.schema["wrist/rgb"].video
     print(f"\nLeRobot v3.0 example ({source.name}, {source.stat().st_size / 2**20:.2f} MiB of AV1), packed "

@@ -63,7 +63,15 @@ def _ros(path: str, options: Mapping[str, Any]) -> Episodes:
     yield read_bag(Path(path), options.get("mapping"), options.get("stamp", "header"), options.get("joints"))
 
 
-FORMATS: dict[str, Callable[[str, Mapping[str, Any]], Episodes]] = {"lerobot": _lerobot, "hdf5": _hdf5, "ros": _ros}
+def _rlds(path: str, options: Mapping[str, Any]) -> Episodes:
+    from rayform.converters.rlds import iter_rlds
+
+    return iter_rlds(path, options)
+
+
+FORMATS: dict[str, Callable[[str, Mapping[str, Any]], Episodes]] = {"lerobot": _lerobot, "hdf5": _hdf5, "ros": _ros,
+                                                                    "rlds": _rlds}
+REMOTE = ("lerobot", "rlds")  # formats whose sources may be URLs
 
 
 class Client(Protocol):
@@ -109,8 +117,8 @@ def convert_source(job: SourceJob) -> SourceResult:
     the blobs this source wrote."""
     source = job.path
     if is_url(source):
-        if job.fmt != "lerobot":
-            raise InvalidInput(f"{source}: {job.fmt} sources are local files; a LeRobot dataset may be a URL")
+        if job.fmt not in REMOTE:
+            raise InvalidInput(f"{source}: {job.fmt} sources are local files; a LeRobot or RLDS dataset may be a URL")
     elif not Path(source).exists():
         raise InvalidInput(f"{source}: no such file or folder")
     segments = Segments(job.store.open())
@@ -201,7 +209,8 @@ def ingest(
         client.store.sweep_temporaries()
         client.segments.discard(written)  # and the folders that leaves empty
         if isinstance(e, RayformError) and len(jobs) > 1:
-            raise type(e)(f"{e}. Nothing of this ingest of {len(paths)} sources was stored") from None
+            what = f"of {len(paths)} sources" if len(paths) > 1 else f"({len(jobs)} tasks)"
+            raise type(e)(f"{e}. Nothing of this ingest {what} was stored") from None
         raise
     report.segments = [ref for r in done for ref in r.segments]
     # the commit: a catalog part per site, then the slice; a Ctrl-C meanwhile waits for both
@@ -218,7 +227,18 @@ def ingest(
 
 def _tasks(job: SourceJob, workers: int) -> list[SourceJob]:
     """A source's tasks: a LeRobot dataset's episodes in runs of at most ``EPISODES_PER_TASK``
-    (as many runs as keep ``workers`` busy); any other source, one."""
+    (as many runs as keep ``workers`` busy); an RLDS dataset's shards, one each; any other
+    source, one."""
+    if job.fmt == "rlds" and job.options.get("shard") is None:
+        from rayform.converters.rlds import RldsDataset
+
+        try:
+            shards = RldsDataset(job.path, job.options.get("mapping"), job.options.get("storage_options"),
+                                 job.options.get("fps")).shards(job.options.get("splits"))
+        except RayformError:
+            return [job]  # its task says what is wrong, naming the source
+        return [dataclasses.replace(job, options={**job.options, "shard": (s.split, s.index)})
+                for s in shards if s.episodes] or [job]
     if job.fmt != "lerobot" or "episodes" in job.options:
         return [job]
     from rayform.converters.lerobot import LeRobotDataset
@@ -233,8 +253,12 @@ def _tasks(job: SourceJob, workers: int) -> list[SourceJob]:
             for first in range(0, count, per)] or [job]
 
 
-def describe(fmt: str, path: str | os.PathLike[str]) -> list[str]:
+def describe(fmt: str, path: str | os.PathLike[str], fps: float | None = None) -> list[str]:
     """What a source holds, before converting it: one line per feature or dataset."""
+    if fmt == "rlds":
+        from rayform.converters.rlds import describe as describe_rlds
+
+        return describe_rlds(path, fps)
     if fmt == "lerobot":
         from rayform.converters.lerobot import LeRobotDataset
 

@@ -76,7 +76,7 @@ class Client:
     def ingest(self, fmt: str, sources: Sequence[str | os.PathLike[str]], site: str, *,
                options: dict[str, Any] | None = None, slice_name: str | None = None,
                executor: Executor | None = None, workers: int | None = None, progress: bool = True) -> Any:
-        """Convert ``sources`` (``"lerobot"``, ``"ros"`` or ``"hdf5"`` recordings) into segments at
+        """Convert ``sources`` (``"lerobot"``, ``"ros"``, ``"hdf5"`` or ``"rlds"`` recordings) into segments at
         ``site``, all or nothing, on ``executor`` (default: a process pool of ``workers``), as
         ``rayform ingest`` does; ``options`` as its flags (``mapping``, ``allow_missing``,
         ``decode_video``, ``task``, ``fps``, …). Returns the report: ``.segments``, ``.slice``

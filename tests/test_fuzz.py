@@ -204,3 +204,35 @@ def test_video_shards_through_both_datasets(tmp_path, monkeypatch, seed):
     for i in range(len(ds)):
         _only_ours(ds.__getitem__, i)
     _only_ours(lambda: list(rayform.torch.StreamingEpisodeDataset(client.slices.get(s.id), **kw, batch_size=4)))
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_rlds_schemas_and_records(tmp_path):
+    """An RLDS folder with its schema, its dataset info or an Example's bytes mutated (framed
+    again with valid checksums, so the parser sees them): only rayform's errors."""
+    import shutil
+    import struct
+    from pathlib import Path
+
+    from rayform.converters.rlds import iter_rlds
+    from rayform.converters.tfrecord import masked_crc, records
+
+    toy = Path(__file__).resolve().parent / "data" / "rlds" / "toy_rlds" / "1.0.0"
+    rng = random.Random(SEED)
+    shard = "toy_rlds-train.tfrecord-00000-of-00002"
+    with open(toy / shard, "rb") as f:
+        [body] = list(records(f, (toy / shard).stat().st_size, shard))
+    docs = {name: json.loads((toy / name).read_text()) for name in ("features.json", "dataset_info.json")}
+    for case in range(240):
+        folder = tmp_path / f"{case}" / "toy_rlds" / "1.0.0"
+        shutil.copytree(toy, folder)
+        if case % 3 == 2:
+            data = _mutate_bytes(body, rng)
+            head = struct.pack("<Q", len(data))
+            (folder / shard).write_bytes(head + struct.pack("<I", masked_crc(head)) + data
+                                         + struct.pack("<I", masked_crc(data)))
+        else:
+            name = sorted(docs)[case % 3]
+            (folder / name).write_text(json.dumps(_mutate_doc(docs[name], rng)))
+        _only_ours(lambda: [None for _ in iter_rlds(folder, {"fps": 10.0})])
+        shutil.rmtree(tmp_path / f"{case}")

@@ -347,14 +347,14 @@ def ingest(args: argparse.Namespace) -> int:
 
     if args.list:
         for path in args.paths:
-            print("\n".join(describe(args.format, path)))
+            print("\n".join(describe(args.format, path, args.fps)))
         return 0
     if not args.site:
         raise InvalidInput("ingest: --site is required (where the recordings come from)")
     client = store_client(args, writes=True)
     options = {"mapping": _mapping(args), "allow_missing": args.allow_missing, "fps": args.fps, "stamp": args.stamp,
                "joints": [j.strip() for j in args.joints.split(",")] if args.joints else None, "task": args.task,
-               "allow_nonfinite": args.allow_nonfinite, "decode_video": args.decode_video}
+               "allow_nonfinite": args.allow_nonfinite, "decode_video": args.decode_video, "splits": args.split or None}
     report = ingest_sources(client, args.format, args.paths, args.site, options=options, slice_name=args.slice,
                             workers=args.workers, progress=not args.quiet)
     for ref in report.segments:

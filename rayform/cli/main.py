@@ -145,16 +145,18 @@ def _parser() -> argparse.ArgumentParser:
     pk.add_argument("--force", action="store_true", help="pack again even if this pack exists")
     pk.set_defaults(run=c.pack)
 
-    ing = _command(sub, common, "ingest", help="convert recordings (ros, lerobot, hdf5) into segments; prints their ids")
-    ing.add_argument("format", choices=["ros", "lerobot", "hdf5"], help="the recordings' format")
-    ing.add_argument("paths", nargs="+", metavar="PATH", help="bag files or folders, LeRobot folders, HDF5 files")
+    ing = _command(sub, common, "ingest", help="convert recordings (ros, lerobot, hdf5, rlds) into segments; prints their ids")
+    ing.add_argument("format", choices=["ros", "lerobot", "hdf5", "rlds"], help="the recordings' format")
+    ing.add_argument("paths", nargs="+", metavar="PATH", help="bag files or folders, LeRobot folders, HDF5 files, "
+                     "RLDS dataset folders (<name>/<version>)")
     ing.add_argument("--site", help="the site the recordings come from (required unless --list)")
     ing.add_argument("--map", action="append", default=[], metavar="SOURCE=STREAM",
                      help="name a feature's stream (STREAM empty: skip it); repeatable")
     ing.add_argument("--map-file", help="a JSON object {source: stream or null}")
     ing.add_argument("--slice", help="also make a slice of what was ingested, with this name")
     ing.add_argument("--allow-missing", action="store_true", help="convert the episodes present even if the meta lists more")
-    ing.add_argument("--fps", type=float, help="frame rate where the source does not record one (hdf5)")
+    ing.add_argument("--fps", type=float, help="frame rate where the source does not record one (hdf5, rlds)")
+    ing.add_argument("--split", action="append", default=[], help="an RLDS split to ingest (repeat; default: all)")
     ing.add_argument("--stamp", choices=["header", "log"], default="header",
                      help="ros: the header stamp when set (default), or always the log time")
     ing.add_argument("--joints", help="ros: comma-separated joint names, in the order wanted")

@@ -9,6 +9,7 @@ import numpy as np
 from torch.utils.data import Dataset
 
 from rayform.errors import raised_here
+from rayform.order.lanes import LanePermutation
 from rayform.order.mixture import MixtureOrder
 from rayform.permutation import Permutation
 from rayform.read.reader import PackReader
@@ -16,6 +17,7 @@ from rayform.sample.spec import SampleSpec
 from rayform.torch.batch import BatchLayout
 from rayform.torch.parts import Mixture, OverParts, Parts, check_seed
 from rayform.torch.statistics import Statistics
+from rayform.torch.streaming import ShuffleConfig, check_batch_size
 
 
 class EpisodeDataset(Statistics, OverParts, Dataset[dict[str, Any]]):
@@ -30,7 +32,12 @@ class EpisodeDataset(Statistics, OverParts, Dataset[dict[str, Any]]):
     or ``"opengl"`` axes (None: as recorded).
 
     Order: index ``i`` of epoch ``e`` is sample ``P(seed, e)[i]`` of the pack, where ``P`` is
-    a fixed pseudo-random permutation. So ``seed`` and ``set_epoch(e)`` determine which
+    a fixed pseudo-random permutation. On a video pack, give the DataLoader's ``batch_size``
+    (and ``shuffle=False``: the dataset shuffles) and ``P`` is clip-aware: each batch takes its
+    samples from as many clips, in a seeded order, and a clip's samples come ``clip_stride``
+    batches apart, so the worker that gets them (where ``num_workers`` divides
+    ``clip_stride``) decodes the clip once instead of once a sample (``rayform.order.lanes``,
+    as the streaming dataset orders a window). So ``seed`` and ``set_epoch(e)`` determine which
     sample every index returns, in every process: under a deterministic sampler
     (``DistributedSampler``, ``shuffle=False``, or a seeded ``generator``) the same slice,
     seed and epoch give the same samples in the same order, and each epoch a new order even
@@ -62,15 +69,22 @@ class EpisodeDataset(Statistics, OverParts, Dataset[dict[str, Any]]):
 
     @raised_here
     def __init__(self, slice_: Mixture, spec: SampleSpec | None = None, *, seed: int = 0,
+                 batch_size: int | None = None, clip_stride: int = 2,
                  transform: Callable[[dict[str, Any]], dict[str, Any]] | None = None, **sample: Any):
         self.parts = Parts(slice_, SampleSpec.given(spec, sample))
         self._normalize()
         self.readers = [PackReader(s.store, b.pack, b.members, whole_shards=False) for s, b in self.parts]
         self._batch = BatchLayout(self.builders[0])
         self.seed = check_seed(seed)
+        self.batch_size = check_batch_size(batch_size)
+        self.clip_stride = ShuffleConfig(clip_stride=clip_stride).clip_stride
+        self.clip = self._clip_frames()
+        if self.clip:
+            for builder in self.builders:
+                builder.whole_clips = True  # the lanes bring a clip's other samples soon after
         self.transform = transform
         self._epoch_in_shared_memory()
-        self._perm: Permutation | MixtureOrder | None = None
+        self._perm: Permutation | LanePermutation | MixtureOrder | None = None
         self._perm_epoch = -1
 
     def __repr__(self) -> str:
@@ -95,12 +109,25 @@ class EpisodeDataset(Statistics, OverParts, Dataset[dict[str, Any]]):
         if self._perm is None or self._perm_epoch != epoch:
             self._perm_epoch = epoch
             weights = self.parts.weights
-            self._perm = (Permutation(len(self), self.seed, epoch) if weights is None else
-                          MixtureOrder([b.pack.samples for b in self.builders], weights, self.seed, epoch))
+            if weights is not None:
+                self._perm = MixtureOrder([b.pack.samples for b in self.builders], weights, self.seed, epoch)
+            elif self.clip and self.batch_size is not None:
+                self._perm = LanePermutation(len(self), self.batch_size, self.clip_stride, self.seed, epoch, 0,
+                                             self.clip)
+            else:
+                self._perm = Permutation(len(self), self.seed, epoch)
         wanted = np.asarray(indices, np.int64)
         if isinstance(self._perm, MixtureOrder):
             return self._perm.lookup(wanted)
         return np.zeros(len(wanted), np.int64), self._perm(wanted)
+
+    def _clip_frames(self) -> int:
+        """Samples a clip of this dataset's video pack (0: not one slice's video pack, or no
+        batch size to order its clips by)."""
+        if self.batch_size is None or self.parts.weights is not None:
+            return 0
+        videos = [s.video for s in self.builders[0].pack.schema.values() if s.video is not None]
+        return videos[0].clip_frames if videos else 0
 
     def __getitem__(self, index: int) -> dict[str, Any]:
         return self.__getitems__([index])[0]

@@ -36,3 +36,18 @@ def test_a_bad_url_or_a_format_that_is_not_lerobot_is_one_clear_error(s3_endpoin
     with pytest.raises(rayform.InvalidInput, match="hdf5 sources are local files"):
         client.ingest("hdf5", [f"s3://{bucket}/x.hdf5"], "lab", options={"fps": 10}, progress=False)
     assert client.segments.list() == []
+
+
+def test_an_rlds_dataset_in_s3_ingests_as_from_disk(s3_endpoint, tmp_path):
+    """Each shard a task reading its records from the bucket: the same segments, byte for byte."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1] / "data" / "rlds" / "toy_rlds" / "1.0.0"
+    options = s3_endpoint.storage_options
+    bucket = s3_endpoint.bucket()
+    fsspec.filesystem("s3", **options).put(str(root), f"{bucket}/open-x/toy_rlds/1.0.0", recursive=True)
+    local = rayform.Client(tmp_path / "a").ingest("rlds", [root], "toy", options={"fps": 10}, progress=False)
+    remote = rayform.Client(tmp_path / "b").ingest("rlds", [f"s3://{bucket}/open-x/toy_rlds/1.0.0"], "toy", workers=2,
+                                                    options={"fps": 10, "storage_options": options}, progress=False)
+    assert len(local.segments) == 4
+    assert [(r.id, r.version) for r in remote.segments] == [(r.id, r.version) for r in local.segments]

@@ -174,3 +174,45 @@ def test_batches_are_mixed_however_they_are_made(one_shard, codec, form):
         loader = DataLoader(rayform.torch.StreamingEpisodeDataset(s, **kw), batch_size=32, num_workers=2)
     mixed = mixing([b["meta"]["episode_index"].tolist() for b in loader], 24)
     assert mixed.ratio >= 0.9, mixed
+
+
+def _decoded_per_sample(ds, loader_kw) -> tuple[float, list[list[int]], list[int]]:
+    loader = DataLoader(ds, num_workers=0, **loader_kw)
+    episodes, ids = [], []
+    for b in loader:
+        episodes.append(b["meta"]["episode_index"].tolist())
+        ids += [e * 1000 + f for e, f in zip(b["meta"]["episode_index"].tolist(), b["meta"]["frame_index"].tolist())]
+    clips = ds.builders[0].clips
+    return clips.decoded / clips.built, episodes, ids
+
+
+def test_given_its_batch_size_a_map_style_dataset_decodes_each_clip_once_in_well_mixed_batches(one_shard):
+    """EpisodeDataset(batch_size=…) with the DataLoader in order: every sample once, each clip
+    decoded about once (shuffled indices decode from the keyframe for each sample), batches as
+    mixed as uniform sampling, and another order every epoch and seed."""
+    from rayform.diagnostics.batch_mixing import mixing
+
+    s, packs = one_shard
+    kw = dict(obs=["cam/rgb"], action="joints", fps=30, horizon=2, pack=packs["h264"].key)
+    ordered = rayform.torch.EpisodeDataset(s, **kw, batch_size=32)
+    per, episodes, ids = _decoded_per_sample(ordered, dict(batch_size=32, shuffle=False))
+    assert len(ids) == len(set(ids)) == len(ordered)  # each sample once
+    assert per <= 1.3, per
+    assert mixing(episodes, 24).ratio >= 0.9
+    shuffled = rayform.torch.EpisodeDataset(s, **kw)
+    per_shuffled, _, _ = _decoded_per_sample(shuffled, dict(batch_size=32, shuffle=True))
+    assert per_shuffled >= 2 * per  # what the clip-aware order saves
+    for other in (rayform.torch.EpisodeDataset(s, **kw, batch_size=32, seed=1), ordered):
+        if other is ordered:
+            other.set_epoch(1)
+        _, _, again = _decoded_per_sample(other, dict(batch_size=32, shuffle=False))
+        assert sorted(again) == sorted(ids) and again != ids
+
+
+def test_a_clip_aware_order_through_forked_workers_gives_every_sample_once(one_shard):
+    s, packs = one_shard
+    ds = rayform.torch.EpisodeDataset(s, obs=["cam/rgb"], action="joints", fps=30, horizon=2, pack=packs["h264"].key,
+                                      batch_size=16)
+    ids = [(e, f) for b in DataLoader(ds, batch_size=16, num_workers=2)
+           for e, f in zip(b["meta"]["episode_index"].tolist(), b["meta"]["frame_index"].tolist())]
+    assert len(ids) == len(set(ids)) == len(ds)

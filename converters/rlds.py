@@ -1,0 +1,347 @@
+"""RLDS datasets in TFDS's folder layout (Open X-Embodiment, DROID, BridgeData V2, RT-1) into
+segments, read without TensorFlow.
+
+A dataset folder ``<name>/<version>/`` holds ``dataset_info.json`` (splits, their shards and
+episode counts), ``features.json`` (the schema) and ``<name>-<split>.tfrecord-NNNNN-of-MMMMM``
+shards of one ``tf.train.Example`` per episode (``tfrecord``: framing and checksums, protobuf).
+The episode's ``steps`` are flattened in the Example: a tensor feature of shape ``S`` is one list
+of ``steps × prod(S)`` values (``bytes``/``zlib`` encoded: one entry a step), an image or a text
+one entry a step.
+
+One segment per episode, named ``<dataset>/<split>/episode_NNNNNN`` (its index in the split).
+Encoded images are kept as recorded (``ImageStream``: the JPEG/PNG bytes, not decoded), tensors
+become array streams named after their feature paths below ``steps`` (``observation/state``;
+``action`` becomes ``action/value``, as ``action`` names the training target), ``reward``,
+``discount`` and ``is_first``/``is_last``/``is_terminal`` too; ``mapping`` renames or (``None``)
+skips any. The language instruction is the segment's task; ``episode_metadata`` and the other
+texts go into its metadata. Step ``k`` is at ``k / fps`` (``fps`` given, else the dataset's
+known control rate, ``RATES``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import zlib
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import PurePath
+from typing import Any
+
+import numpy as np
+
+from rayform.codec import imagecodec
+from rayform.converters.rlds_features import NAME, Feature, default_stream_name, parse_features
+from rayform.converters.source_files import SourceFiles
+from rayform.converters.tfrecord import parse_example, records
+from rayform.errors import InvalidInput, Malformed
+from rayform.pack.spec import check_fps
+from rayform.recordings.streams import ArrayStream, ImageStream, Stream
+
+NS = 1_000_000_000
+# Control rates (Hz) the datasets state (their papers; Open X-Embodiment's dataset table); any
+# other dataset needs fps given.
+RATES = {"fractal20220817_data": 3.0, "bridge": 5.0, "bridge_dataset": 5.0, "droid": 15.0}
+MAX_META_VALUES = 64  # a metadata tensor of more values is left out of the segment's metadata
+MAX_TEXTS = 16  # distinct values of a text feature kept in the metadata
+
+
+@dataclass(frozen=True)
+class Shard:
+    split: str
+    index: int  # of the split's shards
+    path: PurePath
+    first: int  # the split's index of its first episode
+    episodes: int  # as dataset_info.json counts them
+
+
+class RldsDataset:
+    """An RLDS dataset folder (local or an fsspec URL), its schema and shards."""
+
+    def __init__(self, root: str | os.PathLike[str], mapping: Mapping[str, str | None] | None = None,
+                 storage_options: dict[str, Any] | None = None, fps: float | None = None):
+        self.files = SourceFiles(root, storage_options)
+        self.root = self.files.root
+        self.info = _json(self.files, self.root / "dataset_info.json")
+        self.name = str(self.info.get("name", ""))
+        if not NAME.fullmatch(self.name) or ".." in self.name:
+            raise InvalidInput(f"{self.root}/dataset_info.json: name {self.name[:60]!r} is not a dataset's name")
+        self.format = str(self.info.get("fileFormat", "tfrecord"))
+        if self.format != "tfrecord":
+            raise InvalidInput(f"{self.root}: shards in {self.format[:40]}; TFRecord shards are read "
+                               "(re-prepare the dataset with file_format='tfrecord')")
+        self.features = parse_features(_json(self.files, self.root / "features.json"), f"{self.root}/features.json")
+        self.given_fps = fps
+        readable = [f for f in self.features if f.step and f.skip is None and f.kind != "text"]
+        self.mapping: dict[str, str | None] = {f.path.removeprefix("steps/"): default_stream_name(f.path)
+                                               for f in readable}
+        for feature, name in (mapping or {}).items():
+            if feature not in self.mapping:
+                raise InvalidInput(f"{self.root}: no step feature {feature!r} to map. It has: {', '.join(self.mapping)}")
+            self.mapping[feature] = name
+
+    @property
+    def fps(self) -> float:
+        if self.given_fps is not None:
+            return check_fps(self.given_fps, "--fps")
+        if self.name in RATES:
+            return RATES[self.name]
+        raise InvalidInput(f"{self.root}: {self.name} does not state its control rate; pass --fps "
+                           f"(known: {', '.join(f'{k} {v:g} Hz' for k, v in sorted(RATES.items()))})")
+
+    def splits(self) -> dict[str, list[int]]:
+        """Each split's episodes per shard, as ``dataset_info.json`` lists them."""
+        out: dict[str, list[int]] = {}
+        listed = self.info.get("splits")
+        if not isinstance(listed, list) or not all(isinstance(split, dict) for split in listed):
+            raise InvalidInput(f"{self.root}/dataset_info.json: splits are not a list of splits")
+        for split in listed:
+            name = str(split.get("name", ""))
+            if not NAME.fullmatch(name) or "." in name:
+                raise InvalidInput(f"{self.root}/dataset_info.json: split {name[:60]!r} is not a split's name")
+            try:
+                lengths = [int(n) for n in split.get("shardLengths", [])]
+            except (TypeError, ValueError, OverflowError):
+                raise InvalidInput(f"{self.root}/dataset_info.json: split {name}: shardLengths are not counts") from None
+            if any(n < 0 or n > 1 << 40 for n in lengths) or len(lengths) > 100_000:
+                raise InvalidInput(f"{self.root}/dataset_info.json: split {name}: shardLengths are not counts")
+            out[name] = lengths
+        if not out:
+            raise InvalidInput(f"{self.root}/dataset_info.json: no splits")
+        return out
+
+    def shards(self, splits: list[str] | None = None) -> list[Shard]:
+        known = self.splits()
+        for s in splits or []:
+            if s not in known:
+                raise InvalidInput(f"{self.root}: no split {s!r}. It has: {', '.join(known)}")
+        out = []
+        for split, lengths in known.items():
+            if splits and split not in splits:
+                continue
+            first = 0
+            for i, n in enumerate(lengths):
+                name = f"{self.name}-{split}.{self.format}-{i:05d}-of-{len(lengths):05d}"
+                out.append(Shard(split, i, self.files.inside(self.root / name, f"shard {name}"), first, n))
+                first += n
+        return out
+
+    def episodes(self, shard: Shard) -> Iterator[tuple[str, list[Stream], dict[str, Any]]]:
+        """A shard's episodes, read one record at a time."""
+        what = f"{shard.path}"
+        if not self.files.is_file(shard.path):
+            raise InvalidInput(f"{what}: missing (dataset_info.json lists {shard.episodes} episodes in it)")
+        size = self.files.size(shard.path)
+        fps = self.fps
+        count = 0
+        with _opened(self.files, shard.path) as f:
+            for r, data in enumerate(records(f, size, what)):
+                if r >= shard.episodes:
+                    raise InvalidInput(f"{what}: more records than the {shard.episodes} dataset_info.json lists")
+                index = shard.first + r
+                yield (f"{self.name}/{shard.split}/episode_{index:06d}",
+                       *self.episode(parse_example(data, f"{what}: record {r}"), fps, f"{what}: record {r}",
+                                     {"split": shard.split, "episode_index": index}))
+                count += 1
+        if count != shard.episodes:
+            raise InvalidInput(f"{what}: {count} records, dataset_info.json lists {shard.episodes} (truncated?)")
+
+    def episode(self, example: dict[str, Any], fps: float, what: str,
+                where: dict[str, Any]) -> tuple[list[Stream], dict[str, Any]]:
+        """One episode's streams and metadata, from its parsed Example."""
+        read = [f for f in self.features if f.skip is None]
+        for f in read:
+            if f.path not in example:
+                raise InvalidInput(f"{what}: feature {f.path} is missing (features.json declares it)")
+        steps = _steps(example, [f for f in read if f.step], what)
+        t = np.round(np.arange(steps) * (NS / fps)).astype(np.int64)
+        streams: list[Stream] = []
+        meta: dict[str, Any] = {"source": "rlds", "dataset": self.name, **where}
+        texts: dict[str, list[str]] = {}
+        for f in read:
+            values = example[f.path]
+            fwhat = f"{what}, feature {f.path}"
+            if not f.step:
+                meta.setdefault("episode_metadata" if f.path.startswith("episode_metadata/") else "features", {})
+                value = _meta_value(f, values, fwhat)
+                if value is not None:
+                    key = f.path.removeprefix("episode_metadata/")
+                    meta["episode_metadata" if f.path.startswith("episode_metadata/") else "features"][key] = value
+                continue
+            if f.kind == "text":
+                texts[f.path.removeprefix("steps/")] = [_text(v, fwhat) for v in values]
+                continue
+            name = self.mapping.get(f.path.removeprefix("steps/"))
+            if name is None:
+                continue
+            if f.kind == "image":
+                _check_image(f, values, fwhat)
+                streams.append(ImageStream(name, t, values, meta={"source_feature": f.path}))
+            else:
+                streams.append(ArrayStream(name, t, _tensor(f, values, steps, fwhat),
+                                           meta={"source_feature": f.path}))
+        if not steps or not streams:
+            raise InvalidInput(f"{what}: {'no steps' if not steps else 'no stream to store (all skipped)'}")
+        _texts_into(meta, texts)
+        return streams, meta
+
+
+def _steps(example: dict[str, Any], features: list[Feature], what: str) -> int:
+    """How many steps the episode has: every step feature must say the same."""
+    counts = {}
+    for f in features:
+        values = example[f.path]
+        per = f.size if f.kind == "tensor" and f.encoding == "none" else 1
+        if per == 0:
+            continue
+        if len(values) % per:
+            raise InvalidInput(f"{what}, feature {f.path}: {len(values)} values, not a whole number of "
+                               f"steps of shape {list(f.shape)}")
+        counts[f.path] = len(values) // per
+    if not counts:
+        raise InvalidInput(f"{what}: no step feature to count its steps by")
+    n = max(set(counts.values()), key=list(counts.values()).count)
+    for path, c in counts.items():
+        if c != n:
+            raise InvalidInput(f"{what}, feature {path}: {c} steps where the others have {n}")
+    return n
+
+
+def _tensor(f: Feature, values: Any, steps: int, what: str) -> np.ndarray:
+    dtype = np.dtype(f.dtype)
+    if f.encoding == "none":
+        if not isinstance(values, np.ndarray):
+            raise InvalidInput(f"{what}: stored as bytes, features.json says {f.dtype} values")
+        if dtype.kind in "iub" and values.dtype.kind != "i" or dtype.kind == "f" and values.dtype.kind != "f":
+            raise InvalidInput(f"{what}: stored as {values.dtype}, features.json says {f.dtype}")
+        if dtype.kind in "iu" and values.size and (values.min() < np.iinfo(dtype).min
+                                                   or values.max() > np.iinfo(dtype).max):
+            raise InvalidInput(f"{what}: a value out of {f.dtype}'s range")
+        return (values != 0 if dtype.kind == "b" else values.astype(dtype)).reshape(steps, *f.shape)
+    if not isinstance(values, list):
+        raise InvalidInput(f"{what}: stored as numbers, features.json says {f.encoding}-encoded")
+    want = f.size * dtype.itemsize
+    raw = []
+    for k, v in enumerate(values):
+        if f.encoding == "zlib":
+            d = zlib.decompressobj()
+            try:
+                v = d.decompress(v, want + 1)  # bounded: a bomb stops at what the shape allows
+            except zlib.error as e:
+                raise InvalidInput(f"{what}: step {k} is not zlib data ({e})") from None
+        if len(v) != want:
+            raise InvalidInput(f"{what}: step {k} holds {len(v)} bytes, not the {want} of {f.dtype} {list(f.shape)}")
+        raw.append(v)
+    flat = np.frombuffer(b"".join(raw), dtype.newbyteorder("<"))  # TFDS writes numpy's bytes, little-endian here
+    out: np.ndarray = flat.astype(dtype).reshape(steps, *f.shape)
+    return out
+
+
+def _check_image(f: Feature, frames: Any, what: str) -> None:
+    if not isinstance(frames, list) or not frames:
+        raise InvalidInput(f"{what}: no encoded images")
+    found = imagecodec.sniff(frames[0])
+    if found != f.encoding:
+        raise InvalidInput(f"{what}: step 0 is {found}, features.json says {f.encoding}")
+    try:
+        h, w = imagecodec.dimensions(frames[0], found, what=f"{what}, step 0")
+    except Malformed as e:
+        raise InvalidInput(str(e)) from None
+    if len(f.shape) >= 2 and (f.shape[0], f.shape[1]) != (h, w) and min(f.shape[:2]) > 0:
+        raise InvalidInput(f"{what}: step 0 is {w}x{h}, features.json says {f.shape[1]}x{f.shape[0]}")
+
+
+def _text(value: Any, what: str) -> str:
+    if not isinstance(value, bytes):
+        raise InvalidInput(f"{what}: stored as numbers, features.json says text")
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InvalidInput(f"{what}: text that is not UTF-8") from None
+
+
+def _meta_value(f: Feature, values: Any, what: str) -> Any:
+    if f.kind == "text":
+        texts = [_text(v, what) for v in values]
+        return texts[0] if len(texts) == 1 else texts
+    if f.kind != "tensor" or f.size > MAX_META_VALUES:
+        return None
+    array = _tensor(f, values, 1, what)[0]
+    return array.tolist()
+
+
+def _texts_into(meta: dict[str, Any], texts: dict[str, list[str]]) -> None:
+    """The instruction (the first text feature named like one) as the task; every text
+    feature's distinct values, in order, under ``texts``."""
+    distinct = {path: list(dict.fromkeys(v for v in values if v))[:MAX_TEXTS] for path, values in texts.items()}
+    for path, values in distinct.items():
+        if "instruction" in path and values:
+            meta["task"] = values[0]
+            if len(values) > 1:
+                meta["instructions"] = values
+            break
+    if distinct:
+        meta["texts"] = distinct
+
+
+def _json(files: SourceFiles, path: PurePath) -> dict[str, Any]:
+    try:
+        doc = json.loads(files.read_text(path))
+    except FileNotFoundError:
+        raise InvalidInput(f"{files.url}: no {path.name}; an RLDS dataset folder (<name>/<version>/) has "
+                           "dataset_info.json and features.json") from None
+    except ValueError as e:
+        raise InvalidInput(f"{path}: not JSON ({e})") from None
+    if not isinstance(doc, dict):
+        raise InvalidInput(f"{path}: not a JSON object, as TFDS writes it")
+    return doc
+
+
+class _opened:
+    """A shard opened for reading, locally or at its URL."""
+
+    def __init__(self, files: SourceFiles, path: PurePath):
+        self.files, self.path = files, path
+
+    def __enter__(self) -> Any:
+        self.f = open(self.path, "rb") if self.files.fs is None else self.files.fs.open(str(self.path), "rb",
+                                                                                        block_size=8 << 20)
+        return self.f
+
+    def __exit__(self, *exc: Any) -> None:
+        self.f.close()
+
+
+def iter_rlds(root: str | os.PathLike[str], options: Mapping[str, Any]) -> Iterator[tuple[str, list[Stream], dict[str, Any]]]:
+    """The episodes of a dataset (its ``splits``, or every split), or of one ``shard``
+    (``(split, index)``: an ingest's task)."""
+    ds = RldsDataset(root, options.get("mapping"), options.get("storage_options"), options.get("fps"))
+    shards = ds.shards(options.get("splits"))
+    if options.get("shard") is not None:
+        split, index = options["shard"]
+        shards = [s for s in shards if (s.split, s.index) == (split, index)]
+    for shard in shards:
+        yield from ds.episodes(shard)
+
+
+def describe(root: str | os.PathLike[str], fps: float | None = None) -> list[str]:
+    """What ``rayform ingest rlds --list`` prints: splits and counts, and each feature with the
+    stream it becomes."""
+    ds = RldsDataset(root, fps=fps)
+    splits = ds.splits()
+    rate = f"{ds.fps:g} Hz" if fps is not None or ds.name in RATES else "rate not stated (--fps)"
+    lines = [f"{ds.root}: RLDS {ds.name} {ds.info.get('version', '')}, {rate}; "
+             + ", ".join(f"{s}: {sum(n)} episodes in {len(n)} shards" for s, n in splits.items())]
+    for f in ds.features:
+        shape = "x".join(str(d) for d in f.shape) or "scalar"
+        if f.skip:
+            target = f"(skipped: {f.skip})"
+        elif not f.step:
+            target = "(segment metadata)"
+        elif f.kind == "text":
+            target = "(task)" if "instruction" in f.path else "(segment metadata)"
+        else:
+            target = ds.mapping.get(f.path.removeprefix("steps/")) or "(skipped)"
+        kind = f"{f.kind} {f.encoding}" if f.kind == "image" else f.kind
+        lines.append(f"  {f.path:44} {kind:11} {f.dtype:8} {shape:12} -> {target}")
+    return lines
