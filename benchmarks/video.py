@@ -149,7 +149,7 @@ def episode_dataset(slice_: rayform.Slice, key: str, workers: int, repeats: int,
         del loader
     ds = rayform.torch.EpisodeDataset(slice_, obs=OBS, action="joints_delta", fps=FPS, horizon=16, pack=key, **size)
     for _batch in DataLoader(ds, batch_size=64, shuffle=not ordered, num_workers=0):  # in this process: its counters
-        if ds.builders[0].clips.built >= 1024:
+        if ds.builders[0].clips.built >= 1024 and not ordered:  # ordered: a whole epoch (its clips span 16 batches)
             break
     clips = ds.builders[0].clips
     return {"cpu": median(cpu), "first": median(first), "rate": median(rate), "first_epoch_cpu": median(epoch_1),

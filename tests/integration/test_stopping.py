@@ -190,6 +190,7 @@ def _blob_folders(root: Path) -> list[str]:
     return sorted(p.name for p in (root / "blobs").iterdir()) if (root / "blobs").exists() else []
 
 
+@pytest.mark.timeout(max(600, 30 * TRIES))  # the long run's tries take their time
 @pytest.mark.parametrize("command", ["pack", "ingest"])
 def test_ctrl_c_at_random_instants_always_ends_with_one_line_and_leaves_nothing(tmp_path, command):
     import random

@@ -82,6 +82,10 @@ def test_a_segment_version_reaches_exactly_the_blobs_its_writing_stored(client, 
     assert seg.bundle is not None and seg.bundle.digest in reached
     manifest = json.loads(bytes(seg.bundle.get(ref.version)))
     assert _digests(manifest) <= (reached | set(seg.bundle.digests())) - {ref.version}
+    # and each is declared by its stream (``StreamInfo.blobs``), bundled or not: a small blob
+    # rides in its bundle today, a large one (an hour of video's packet index) is a blob of its
+    # own, and then only its declaration keeps it from gc and carries it in a push
+    assert _digests(manifest) - {ref.version} == set(seg.blobs())
 
 
 def test_a_slice_reaches_each_version_it_selects_and_what_they_name(client):
