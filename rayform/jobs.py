@@ -233,8 +233,19 @@ def _worker_setup(parent: int) -> None:
     if hasattr(signal, "pthread_sigmask"):  # held by the parent as it forked this (``_holding_sigint``)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     signal.signal(signal.SIGTERM, _on_sigterm)
+    sys.unraisablehook = functools.partial(_unraisable, sys.unraisablehook)
     _mask(signal.SIG_BLOCK)
     exit_with(parent)
+
+
+def _unraisable(default: Callable[[Any], object], hook_args: Any) -> None:
+    """A stop that landed where Python cannot raise (a weakref callback, a ``__del__``) is
+    dropped there without a word: the job runs on to its end, as one that ``finishing`` had
+    made unstoppable, and the parent, stopping, takes its result back as any finished job's.
+    Python would print it as an ignored exception, a traceback beside the command's one line."""
+    if isinstance(getattr(hook_args, "exc_value", None), Stopped):
+        return
+    default(hook_args)
 
 
 def _mask(how: int) -> None:

@@ -56,3 +56,19 @@ def test_a_ctrl_c_while_the_pool_starts_its_workers_leaves_no_worker_behind(monk
 def test_jobs_run_on_our_pool_in_job_order():
     with jobs.JobRunner(None, 2) as runner:
         assert list(runner.each(_square, list(range(10)))) == [x * x for x in range(10)]
+
+
+def test_a_stop_python_cannot_raise_is_dropped_without_a_traceback():
+    """A SIGTERM landing in a weakref callback: Python hands the Stopped to the unraisable hook,
+    which a worker of ours answers without printing (the command's stderr keeps its one line);
+    anything else still reaches Python's own hook."""
+    import types
+
+    from rayform.jobs import Stopped, _unraisable
+
+    seen = []
+    _unraisable(seen.append, types.SimpleNamespace(exc_value=Stopped(143)))
+    assert seen == []
+    other = types.SimpleNamespace(exc_value=ValueError("x"))
+    _unraisable(seen.append, other)
+    assert seen == [other]

@@ -80,7 +80,7 @@ def _parser() -> argparse.ArgumentParser:
     shw.set_defaults(run=c.show)
 
     seg = _command(sub, common, "segments", help="segments in the store").add_subparsers(dest="action", required=True)
-    ls = _command(seg, common, "ls", help="list segments (latest versions), by site and name")
+    ls = _command(seg, common, "ls", help="list segments (latest versions), site by site in the order recorded")
     ls.add_argument("--site", help="only this site's segments")
     ls.add_argument("--where", metavar="QUERY", help="only those a query selects, e.g. \"task ~ 'pick' and duration > 10\"")
     ls.add_argument("--limit", type=int, metavar="N", help="only the first N")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -18,6 +19,9 @@ from rayform.torch.batch import BatchLayout
 from rayform.torch.parts import Mixture, OverParts, Parts, check_seed
 from rayform.torch.statistics import Statistics
 from rayform.torch.streaming import ShuffleConfig, check_batch_size
+
+log = logging.getLogger("rayform")
+HINT_AFTER = 512  # samples built before a process judges the order it is read in
 
 
 class EpisodeDataset(Statistics, OverParts, Dataset[dict[str, Any]]):
@@ -85,6 +89,7 @@ class EpisodeDataset(Statistics, OverParts, Dataset[dict[str, Any]]):
         self.transform = transform
         self._epoch_in_shared_memory()
         self._perm: Permutation | LanePermutation | MixtureOrder | None = None
+        self._hinted = not any(s.video is not None for s in self.builders[0].pack.schema.values())
         self._perm_epoch = -1
 
     def __repr__(self) -> str:
@@ -145,7 +150,22 @@ class EpisodeDataset(Statistics, OverParts, Dataset[dict[str, Any]]):
             for j, (key, raw) in zip(order, reader.raw_many(ids[order])):
                 raws[j], keys[j] = raw, key
         buf = self._batch.buffer(len(ids))
-        return self._batch.samples(buf, self.parts.fill(buf.rows, parts.tolist(), raws, keys), self.transform)
+        out = self._batch.samples(buf, self.parts.fill(buf.rows, parts.tolist(), raws, keys), self.transform)
+        if not self._hinted:
+            self._hint_clip_order()
+        return out
+
+    def _hint_clip_order(self) -> None:
+        """Once a process: a video pack read in an order that decodes most of a clip for each
+        sample (a shuffling sampler) is told how to read it a clip at a time."""
+        clips = self.builders[0].clips
+        if clips.built < HINT_AFTER:
+            return
+        self._hinted = True
+        if clips.decoded > 2 * clips.built:
+            log.warning("rayform: this video pack is read in an order that decodes %.1f frames a sample; give "
+                        "EpisodeDataset(..., batch_size=<the DataLoader's>) and the DataLoader no shuffle (the dataset "
+                        "shuffles): each clip is then decoded once", clips.decoded / clips.built)
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)

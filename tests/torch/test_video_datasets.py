@@ -216,3 +216,20 @@ def test_a_clip_aware_order_through_forked_workers_gives_every_sample_once(one_s
     ids = [(e, f) for b in DataLoader(ds, batch_size=16, num_workers=2)
            for e, f in zip(b["meta"]["episode_index"].tolist(), b["meta"]["frame_index"].tolist())]
     assert len(ids) == len(set(ids)) == len(ds)
+
+
+def test_a_shuffled_video_pack_is_told_once_how_to_read_it_a_clip_at_a_time(one_shard, caplog):
+    s, packs = one_shard
+    kw = dict(obs=["cam/rgb"], action="joints", fps=30, horizon=2, pack=packs["h264"].key)
+    with caplog.at_level("WARNING", logger="rayform"):
+        for _ in DataLoader(rayform.torch.EpisodeDataset(s, **kw), batch_size=32, shuffle=True):
+            pass
+        hints = [r.getMessage() for r in caplog.records if "batch_size=<the DataLoader's>" in r.getMessage()]
+        assert len(hints) == 1 and "frames a sample" in hints[0]
+        caplog.clear()
+        for _ in DataLoader(rayform.torch.EpisodeDataset(s, **kw, batch_size=32), batch_size=32):
+            pass
+        for _ in DataLoader(rayform.torch.EpisodeDataset(s, **{**kw, "pack": packs["jpeg"].key}), batch_size=32,
+                            shuffle=True):
+            pass
+        assert not [r for r in caplog.records if "batch_size=<the DataLoader's>" in r.getMessage()]
