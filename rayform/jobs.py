@@ -17,7 +17,6 @@ Our own pool is made to stop, whatever stops the work (a failed job, Ctrl-C):
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import multiprocessing
 import os
@@ -31,7 +30,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from types import FrameType
 from typing import Any, TypeVar
 
-from rayform.interrupts import check_interrupt
+from rayform.interrupts import check_interrupt, held
 
 J = TypeVar("J")
 R = TypeVar("R")
@@ -65,7 +64,11 @@ class JobRunner:
         if self.pool is None:
             return (fn(job) for job in jobs if not check_interrupt())
         if self.given is None:
-            with _holding_sigint():  # the first submit starts the pool's workers
+            # the first submit starts the pool's workers: a Ctrl-C landing between a worker's start
+            # and its pool recording it would leave a worker no stop reaches (and the interpreter's
+            # exit waiting on it for ever), so it is held until they are the pool's; the workers,
+            # forked meanwhile, are born holding it too, until they ignore it (``_worker_setup``)
+            with held():
                 futures = [self.pool.submit(_run_job, fn, job) for job in jobs]
         else:
             futures = [self.pool.submit(fn, job) for job in jobs]
@@ -142,22 +145,6 @@ def stop_pool(pool: ProcessPoolExecutor) -> None:
             signal.signal(signal.SIGINT, previous)
 
 
-@contextlib.contextmanager
-def _holding_sigint() -> Iterator[None]:
-    """A Ctrl-C held until the end of this (then raised as usual): one landing between a
-    worker's start and its pool recording it would leave a worker no stop reaches, and the
-    interpreter's exit waiting on it for ever. The workers, forked meanwhile, are born holding
-    it too, until they ignore it (``_worker_setup``)."""
-    if not hasattr(signal, "pthread_sigmask") or threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
-
-
 def _ignore_sigint() -> Any:
     if threading.current_thread() is not threading.main_thread():
         return None
@@ -230,7 +217,7 @@ def _worker_setup(parent: int) -> None:
     with its parent. Between jobs SIGTERM waits (blocked): the worker is then idle, or sending
     its last result, which a stop must not cut in half."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    if hasattr(signal, "pthread_sigmask"):  # held by the parent as it forked this (``_holding_sigint``)
+    if hasattr(signal, "pthread_sigmask"):  # held by the parent as it forked this (``interrupts.held``)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     signal.signal(signal.SIGTERM, _on_sigterm)
     sys.unraisablehook = functools.partial(_unraisable, sys.unraisablehook)
