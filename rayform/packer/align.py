@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from rayform.recordings.streams import median_period
+
 NS = 1_000_000_000
 
 
@@ -25,10 +27,7 @@ def median_period_ns(ts: np.ndarray) -> int:
     """The typical spacing of a stream's timestamps (1 s for a single value)."""
     if len(ts) < 2:
         return NS
-    if len(ts) <= 256:  # numpy's median costs ~40 µs whatever the size: a short stream sorts faster
-        d = sorted(np.diff(ts).tolist())
-        return max(1, int((d[(len(d) - 1) // 2] + d[len(d) // 2]) / 2))
-    return max(1, int(np.median(np.diff(ts))))
+    return max(1, int(median_period(ts)))
 
 
 def grid(start_ns: int, end_ns: int, fps: float) -> np.ndarray:

@@ -25,7 +25,7 @@ import numpy as np
 from rayform import names
 from rayform.cache.store_view import CachedStore
 from rayform.errors import Malformed
-from rayform.recordings.catalog_parts import COLUMNS, CatalogParts, CatalogRow, PartRef, decode
+from rayform.recordings.catalog_parts import COLUMNS, TYPES, CatalogParts, CatalogRow, PartRef, decode, fixed_width
 from rayform.untrusted import array_list, mapping, string
 
 LEGACY = "refs/segments"
@@ -108,18 +108,18 @@ class Catalog:
         recorded are null: their manifests are not read), then each live part's, site by site."""
         import pyarrow as pa
 
-        wanted = list(dict.fromkeys([*(columns or COLUMNS), "site", "id", "version", "bundle", "recorded"]))
+        wanted = list(dict.fromkeys([*(columns or COLUMNS), *_CHECKED]))
         tables = []
         legacy = self.legacy_refs(site)
         if legacy:
             rows = [(s, sid, name, v, i) for sid, s, name, versions in legacy for i, v in enumerate(versions)]
             cols = {"site": [r[0] for r in rows], "id": [r[1] for r in rows], "name": [r[2] for r in rows],
                     "version": [r[3] for r in rows], "bundle": [None] * len(rows), "recorded": [r[4] for r in rows]}
-            tables.append(pa.table({c: pa.array(cols.get(c, [None] * len(rows)), _TYPES[c]) for c in wanted}))
+            tables.append(pa.table({c: pa.array(cols.get(c, [None] * len(rows)), TYPES[c]) for c in wanted}))
         for part in self.parts.live(site):
             tables.append(part_table(self.store, part, wanted).select(wanted))
         if not tables:
-            return pa.table({c: pa.array([], _TYPES[c]) for c in wanted})
+            return pa.table({c: pa.array([], TYPES[c]) for c in wanted})
         return pa.concat_tables(tables)
 
     def latest(self, site: str | None = None, columns: Sequence[str] | None = None) -> Any:
@@ -158,9 +158,7 @@ class Catalog:
     def locate(self, segment_id: str, version: str) -> Location | None:
         """Where ``segment_id@version`` is (its site, its bundle), or None if no ref lists it."""
         for attempt in range(2):
-            if self._index is None or attempt:
-                self._index = _Index.of(self.table(columns=["site", "id", "version", "bundle"]))
-            found = self._index.find(segment_id, version)
+            found = self._indexed(fresh=bool(attempt)).find(segment_id, version)
             if found is not None:
                 return found
         return None
@@ -168,9 +166,13 @@ class Catalog:
     def bundles_of(self, versions: Any) -> tuple[list[str], np.ndarray]:
         """Where each of ``versions`` (64-hex strings, or their 32 bytes as a ``V32`` array) is:
         the bundles, and each version's place in that list (-1: loose, or unlisted)."""
-        if self._index is None:
+        return self._indexed().bundles_of(versions)
+
+    def _indexed(self, fresh: bool = False) -> _Index:
+        """The index of where versions lie: built on first use, and again when ``fresh``."""
+        if self._index is None or fresh:
             self._index = _Index.of(self.table(columns=["site", "id", "version", "bundle"]))
-        return self._index.bundles_of(versions)
+        return self._index
 
 
 class _Index:
@@ -265,33 +267,15 @@ def id_numbers(ids: Any) -> np.ndarray:
     milliseconds where a million strings take a second."""
     out = []
     for chunk in ids.chunks:
-        offsets = np.frombuffer(chunk.buffers()[1], np.int32)[chunk.offset:chunk.offset + len(chunk) + 1]
-        if chunk.null_count or not np.all(np.diff(offsets) == 16):
+        data = None if chunk.null_count else fixed_width(chunk, 16)
+        if data is None:
             raise Malformed("a catalog's segment ids are not all seg_ and 12 hex digits")
-        digits = np.frombuffer(chunk.buffers()[2], np.uint8)[offsets[0]:offsets[-1]].reshape(-1, 16)[:, 4:]
+        digits = data[:, 4:]
         number = np.zeros(len(chunk), np.uint64)
         for column in range(12):
             number = (number << np.uint64(4)) | _DIGIT[digits[:, column]]
         out.append(number)
     return np.concatenate(out) if out else np.zeros(0, np.uint64)
-
-
-def _types() -> dict[str, Any]:
-    import pyarrow as pa
-
-    text, whole = pa.string(), pa.int64()
-    return {"site": text, "id": text, "name": text, "version": text, "bundle": text, "recorded": whole,
-            "start_ns": whole, "end_ns": whole, "duration_s": pa.float64(), "task": text, "meta": text,
-            "streams": text, "stream_names": pa.list_(text)}
-
-
-class _LazyTypes(dict[str, Any]):
-    def __missing__(self, key: str) -> Any:
-        self.update(_types())
-        return dict.__getitem__(self, key)
-
-
-_TYPES = _LazyTypes()  # pyarrow's types, made on first use (``import rayform`` imports no pyarrow)
 
 
 _CATALOGS: dict[tuple[str, str], Catalog] = {}

@@ -40,6 +40,7 @@ import numpy as np
 from rayform import names
 from rayform.cache.store_view import CachedStore
 from rayform.errors import Malformed, NotFound
+from rayform.recordings.streams import median_period
 from rayform.untrusted import array_list, integer, mapping, string
 
 PART_FORMAT = "rayform.catalog-part/1"
@@ -138,17 +139,13 @@ def decode(data: bytes, what: str, columns: Sequence[str] | None = None) -> Any:
         table = pq.read_table(pa.BufferReader(data), columns=wanted, read_dictionary=list(_CODED))
     except Exception as e:  # a reader library's failure on untrusted bytes
         raise Malformed(f"{what}: not a catalog part ({type(e).__name__}: {str(e)[:120]})") from None
-    text, whole = pa.string(), pa.int64()
-    expect = {"site": text, "id": text, "name": text, "version": text, "bundle": text, "recorded": whole,
-              "start_ns": whole, "end_ns": whole, "duration_s": pa.float64(), "task": text, "meta": text,
-              "streams": text, "stream_names": pa.list_(text)}
     for name in wanted:
         kind = table.schema.field(name).type
-        if name in _CODED and pa.types.is_dictionary(kind) and kind.value_type.equals(text):
+        if name in _CODED and pa.types.is_dictionary(kind) and kind.value_type.equals(pa.string()):
             table = table.set_column(table.schema.get_field_index(name), name, _checked_codes(
                 table.column(name), name, what))
-        elif not kind.equals(expect[name]):
-            raise Malformed(f"{what}: column {name} is {kind}, not {expect[name]}")
+        elif not kind.equals(TYPES[name]):
+            raise Malformed(f"{what}: column {name} is {kind}, not {TYPES[name]}")
     _check_names(table, what)
     return table
 
@@ -189,21 +186,31 @@ _HEX_PAIRS[(np.frombuffer(b"0123456789abcdef", np.uint8)[:, None].astype(np.uint
             | (np.frombuffer(b"0123456789abcdef", np.uint8)[None, :].astype(np.uint16) << 8)).ravel()] = True
 
 
+def fixed_width(chunk: Any, width: int) -> np.ndarray | None:
+    """The bytes of an Arrow string array without nulls as ``(len, width)`` uint8, read straight
+    from its offsets and data (no Python string made), or None where a string is not ``width``
+    bytes long."""
+    if not len(chunk):
+        return np.zeros((0, width), np.uint8)
+    _, offsets_buffer, data_buffer = chunk.buffers()
+    offsets = np.frombuffer(offsets_buffer, np.int32)[chunk.offset:chunk.offset + len(chunk) + 1]
+    if not np.all(np.diff(offsets) == width):
+        return None
+    return np.frombuffer(data_buffer, np.uint8)[offsets[0]:offsets[-1]].reshape(-1, width)
+
+
 def _fixed_hex(chunk: Any, prefix: bytes, digits: int, nullable: bool) -> bool:
     """Whether every string of an Arrow string array is ``prefix`` and ``digits`` lowercase hex
-    digits (a null: whether nulls are allowed), read straight from its offsets and bytes."""
+    digits (a null: whether nulls are allowed)."""
     if chunk.null_count:
         if not nullable:
             return False
         chunk = chunk.drop_null()
-    if not len(chunk):
-        return True
-    width = len(prefix) + digits
-    _, offsets_buffer, data_buffer = chunk.buffers()
-    offsets = np.frombuffer(offsets_buffer, np.int32)[chunk.offset:chunk.offset + len(chunk) + 1]
-    if not np.all(np.diff(offsets) == width):
+    data = fixed_width(chunk, len(prefix) + digits)
+    if data is None:
         return False
-    data = np.frombuffer(data_buffer, np.uint8)[offsets[0]:offsets[-1]].reshape(-1, width)
+    if not len(data):
+        return True
     if len(prefix) and not np.all(data[:, :len(prefix)] == np.frombuffer(prefix, np.uint8)):
         return False
     hexes = np.ascontiguousarray(data[:, len(prefix):]) if len(prefix) else data
@@ -299,17 +306,26 @@ class CatalogParts:
 def stream_summary(info: Any, timestamps: np.ndarray) -> dict[str, Any]:
     """What a row says of one stream: kind, count, rate (Hz, from the median period), shape,
     dtype, encoding."""
-    period = _median_period(timestamps)
+    period = median_period(timestamps)
     return {"kind": info.kind, "count": info.count, "rate_hz": round(1e9 / period, 6) if period > 0 else None,
             "shape": list(info.shape), "dtype": info.dtype, "encoding": info.encoding}
 
 
-def _median_period(timestamps: np.ndarray) -> float:
-    """``np.median(np.diff(timestamps))`` (0 for one timestamp); a short stream's by a sort of
-    a list, as numpy's median costs ~40 µs whatever the size."""
-    if len(timestamps) < 2:
-        return 0.0
-    if len(timestamps) > 256:
-        return float(np.median(np.diff(timestamps)))
-    d = sorted(np.diff(timestamps).tolist())
-    return float((d[(len(d) - 1) // 2] + d[len(d) // 2]) / 2)
+
+
+def _types() -> dict[str, Any]:
+    import pyarrow as pa
+
+    text, whole = pa.string(), pa.int64()
+    return {"site": text, "id": text, "name": text, "version": text, "bundle": text, "recorded": whole,
+            "start_ns": whole, "end_ns": whole, "duration_s": pa.float64(), "task": text, "meta": text,
+            "streams": text, "stream_names": pa.list_(text)}
+
+
+class _LazyTypes(dict[str, Any]):
+    def __missing__(self, key: str) -> Any:
+        self.update(_types())
+        return dict.__getitem__(self, key)
+
+
+TYPES = _LazyTypes()  # each column's pyarrow type, made on first use (``import rayform`` imports no pyarrow)

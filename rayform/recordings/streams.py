@@ -75,6 +75,18 @@ def check_timestamps(name: str, timestamps: Any, count: int) -> np.ndarray:
     return ts
 
 
+def median_period(timestamps: np.ndarray) -> float:
+    """``np.median(np.diff(timestamps))``, the typical spacing of a stream (0 for a single
+    timestamp); a short stream's by sorting a list, as numpy's median costs ~40 µs whatever
+    the size and an ingest of a million short episodes takes one per stream."""
+    if len(timestamps) < 2:
+        return 0.0
+    if len(timestamps) > 256:
+        return float(np.median(np.diff(timestamps)))
+    d = sorted(np.diff(timestamps).tolist())
+    return float((d[(len(d) - 1) // 2] + d[len(d) // 2]) / 2)
+
+
 def stored_stream(name: Any, entry: Any, what: str) -> tuple[str, str]:
     """``(what, kind)`` of a stream entry in a stored manifest, its name and kind checked."""
     what = f"{what}, stream {str(name)[:80]!r}"
