@@ -13,7 +13,6 @@ Storing a version is ``segment_writer``'s; reading one, ``segment_reader``'s.
 from __future__ import annotations
 
 import builtins
-import dataclasses
 import logging
 import time
 from collections.abc import Mapping, Sequence
@@ -56,6 +55,8 @@ class Compacted:
     part: PartRef
     replaces: tuple[str, ...]
     legacy: int
+
+
 Added = tuple[str, str, Sequence[Stream], Mapping[str, Any] | None]
 AUTO_PARTS = 16  # parts a site's catalog may list before an append merges the newest (``_tidy``)
 
@@ -236,6 +237,6 @@ class Segments:
         becomes the latest. A version already listed here is not listed again."""
         listed = self.catalog.table(columns=["id", "version"])
         have = set(zip(listed.column("id").to_pylist(), listed.column("version").to_pylist()))
-        fresh = [dataclasses.replace(r) for r in rows if (r.id, r.version) not in have]
+        fresh = [r for r in rows if (r.id, r.version) not in have]
         if fresh:
             CatalogParts(self.store).append(fresh)

@@ -21,6 +21,7 @@ import numpy as np
 
 from rayform import names
 from rayform.errors import Malformed
+from rayform.recordings.catalog import hex_bytes
 
 
 @dataclass(frozen=True, slots=True)  # slots: a slice may hold tens of thousands
@@ -44,7 +45,7 @@ class SliceSegment:
 
 TABLE_AT = 10_000  # a slice this large keeps its segments in a table blob
 TABLE_FORMAT = "rayform.slice-table/1"
-_NONE = np.iinfo(np.int64).min  # start_ns / end_ns not taken
+UNTAKEN = np.iinfo(np.int64).min  # start_ns / end_ns not taken
 
 
 @dataclass
@@ -58,7 +59,7 @@ class Columns:
     sites: list[str]
     bundle: np.ndarray  # int32, into ``bundles``; -1: none
     bundles: list[str]
-    start_ns: np.ndarray  # int64; ``_NONE``: not taken
+    start_ns: np.ndarray  # int64; ``UNTAKEN``: not taken
     end_ns: np.ndarray
 
     def __len__(self) -> int:
@@ -71,11 +72,11 @@ class Columns:
         site_at = {s: i for i, s in enumerate(sites)}
         bundle_at = {b: i for i, b in enumerate(bundles)}
         return cls(
-            _hex([s.id[4:] for s in segments], 6), _hex([s.version for s in segments], 32),
+            hex_bytes([s.id[4:] for s in segments], 6), hex_bytes([s.version for s in segments], 32),
             np.array([site_at[s.site] for s in segments], np.int32), sites,
             np.array([bundle_at[s.bundle] if s.bundle is not None else -1 for s in segments], np.int32), bundles,
-            np.array([_NONE if s.start_ns is None else s.start_ns for s in segments], np.int64),
-            np.array([_NONE if s.end_ns is None else s.end_ns for s in segments], np.int64))
+            np.array([UNTAKEN if s.start_ns is None else s.start_ns for s in segments], np.int64),
+            np.array([UNTAKEN if s.end_ns is None else s.end_ns for s in segments], np.int64))
 
     @classmethod
     def concat(cls, parts: Sequence[Columns]) -> Columns:
@@ -124,10 +125,6 @@ class Columns:
             "end_ns": self.end_ns.astype("<i8").tobytes(),
         }
         return bytes(msgpack.packb(columns, use_bin_type=True))
-
-
-def _hex(values: list[str], size: int) -> np.ndarray:
-    return np.frombuffer(bytes.fromhex("".join(values)), f"V{size}") if values else np.zeros(0, f"V{size}")
 
 
 def encode(segments: Sequence[SliceSegment]) -> bytes:
@@ -193,8 +190,8 @@ class SliceSegments(Sequence[SliceSegment]):
         i = range(self._n)[index]
         start, end, bundle = int(self._start[i]), int(self._end[i]), int(self._bundle[i])
         return SliceSegment("seg_" + bytes(self._ids[i]).hex(), bytes(self._versions[i]).hex(),
-                            self._sites[int(self._site[i])], None if start == _NONE else start,
-                            None if end == _NONE else end, None if bundle < 0 else self._bundles[bundle])
+                            self._sites[int(self._site[i])], None if start == UNTAKEN else start,
+                            None if end == UNTAKEN else end, None if bundle < 0 else self._bundles[bundle])
 
     def __iter__(self) -> Iterator[SliceSegment]:
         return iter(self._listed) if self._listed is not None else (self[i] for i in range(self._n))

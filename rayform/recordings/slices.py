@@ -28,7 +28,7 @@ from rayform.recordings.catalog import hex_bytes
 from rayform.recordings.segment_reader import Segment
 from rayform.recordings.segment_writer import SegmentRef, check_site
 from rayform.recordings.segments import Segments
-from rayform.recordings.slice_table import TABLE_AT, Columns, SliceSegment, SliceSegments
+from rayform.recordings.slice_table import TABLE_AT, UNTAKEN, Columns, SliceSegment, SliceSegments
 from rayform.recordings.splits import check_fractions, split_of
 from rayform.untrusted import array_list, integer, mapping, string
 
@@ -302,7 +302,7 @@ class Slices:
         site_codes = pc.dictionary_encode(table.column("site")).combine_chunks()
         versions = hex_bytes(table.column("version").to_pylist(), 32)
         bundles, bundle = catalog.bundles_of(versions)
-        none = np.full(table.num_rows, np.iinfo(np.int64).min, np.int64)
+        none = np.full(table.num_rows, UNTAKEN, np.int64)  # whole segments: no time range taken
         return Columns(hex_bytes([i[4:] for i in table.column("id").to_pylist()], 6), versions,
                        site_codes.indices.to_numpy(zero_copy_only=False).astype(np.int32),
                        site_codes.dictionary.to_pylist(), bundle, list(bundles), none, none.copy())
