@@ -43,14 +43,20 @@ class VideoFacts:
         self.any_video |= info.video is not None
         if self.spec.image_codec != "keep":
             return
-        if info.video is not None:
-            self.codecs.add(info.video.codec)
-            self.gap = max(self.gap, seg.video(self.name).keyframe_gap())
-        if self.why is None:
-            self.why = _why_not_kept(self.name, seg, plan, self.spec)
-        if self.why is None and len(plan.times):
-            shows = frame_indices(seg, self.name, self.spec, plan.times, np.zeros((len(plan.times), 0), np.int64))[:, 0]
-            stored = seg.video(self.name)
+        if info.video is None:
+            self.why = self.why or f"recorded as {info.encoding} frames in {seg.id}"
+            return
+        self.codecs.add(info.video.codec)
+        stored = seg.video(self.name)
+        gap = stored.keyframe_gap()
+        self.gap = max(self.gap, gap)
+        if self.why is not None:
+            return
+        # the frame each sample shows: what the grid check and the bytes a copy costs both read
+        shows = frame_indices(seg, self.name, self.spec, plan.times, np.zeros((len(plan.times), 0), np.int64))[:, 0] \
+            if len(plan.times) else np.zeros(0, np.int64)
+        self.why = _why_not_kept(seg, info, gap, shows, self.spec)
+        if self.why is None and len(shows):
             sizes = seg.frame_sizes(self.name)
             for first in range(0, len(shows), self.spec.clip_frames):  # the packets each clip would copy
                 at = shows[first:first + self.spec.clip_frames]
@@ -74,7 +80,6 @@ class VideoFacts:
             assert video is not None
             return VideoSchema(video.codec, spec.clip_frames, kept=True, gop=self.gap)
         return _encoded("h264", spec, why)
-
 
     def _costlier(self) -> str | None:
         """Why keeping the recorded packets would cost more bytes than encoding them (None: it
@@ -109,19 +114,17 @@ def _encoded(codec: str, spec: PackSpec, why: str | None) -> VideoSchema:
     return VideoSchema(codec, spec.clip_frames, False, settings.crf, settings.preset, why, gop=spec.clip_frames)
 
 
-def _why_not_kept(name: str, seg: Segment, plan: SegmentPlan, spec: PackSpec) -> str | None:
-    """Why one segment's recorded packets cannot be the pack's clips (None: they can)."""
-    info = seg.streams[name]
-    if info.video is None:
-        return f"recorded as {info.encoding} frames in {seg.id}"
+def _why_not_kept(seg: Segment, info: StreamInfo, gap: int, shows: np.ndarray, spec: PackSpec) -> str | None:
+    """Why one segment's recorded packets (a video stream ``info``, keyframes up to ``gap``
+    frames apart, its samples showing frames ``shows``) cannot be the pack's clips (None: they
+    can)."""
+    assert info.video is not None
     if info.video.reorders:
         return f"its packets are reordered (B-frames) in {seg.id}"
-    gap = seg.video(name).keyframe_gap()
     if gap > spec.clip_frames:
         return f"its keyframes are up to {gap} frames apart in {seg.id} (a clip holds {spec.clip_frames})"
-    if len(plan.times) > 1:
-        now = frame_indices(seg, name, spec, plan.times, np.zeros((len(plan.times), 0), np.int64))[:, 0]
-        steps = np.diff(now)
+    if len(shows) > 1:
+        steps = np.diff(shows)
         if np.any(steps != 1):
             skipped = "skips frames" if np.any(steps > 1) else "shows frames twice"
             return f"at {spec.fps:g} fps the pack's grid {skipped} of its video in {seg.id}"

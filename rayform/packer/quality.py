@@ -95,4 +95,3 @@ def _crf_for(video: VideoSchema, clips: list[np.ndarray], spec: PackSpec, target
         else:
             hi = mid - 1
     return best
-
