@@ -14,6 +14,7 @@ from collections.abc import Iterable
 import numpy as np
 from tqdm.auto import tqdm
 
+from rayform.codec import records
 from rayform.codec.clip import read_clip
 from rayform.codec.video import PyAVDecoder
 from rayform.errors import Malformed
@@ -51,8 +52,6 @@ def decode_check(slice_: Slice, packs: Iterable[Pack], progress: bool = False) -
 def _check_pack(slice_: Slice, pack: Pack, report: Report) -> None:
     reader = PackReader(slice_.store, pack, [CLIPS])
     decoder = PyAVDecoder()
-    from rayform.codec import records
-
     for i, (key, raw) in enumerate(reader.raw_many(np.arange(pack.samples))):
         shard, _, place = raw["__clip__"]
         if place != 0:  # a clip is read once, at its first sample

@@ -40,7 +40,7 @@ import numpy as np
 from rayform import names
 from rayform.cache.store_view import CachedStore
 from rayform.errors import Malformed, NotFound
-from rayform.recordings.streams import median_period
+from rayform.recordings.streams import median_period, task_of
 from rayform.untrusted import array_list, integer, mapping, string
 
 PART_FORMAT = "rayform.catalog-part/1"
@@ -301,6 +301,15 @@ class CatalogParts:
         for key in legacy:
             self.store.delete_ref(key)
         return part
+
+
+def catalog_row(segment_id: str, name: str, site: str, version: str, bundle: str | None, recorded: int,
+                meta: Mapping[str, Any], streams: Mapping[str, tuple[Any, np.ndarray]]) -> CatalogRow:
+    """A version's row, from its streams (name -> (stream entry, timestamps)): its time span,
+    its task, each stream's summary."""
+    return CatalogRow(segment_id, name, site, version, bundle, recorded, min(int(ts[0]) for _, ts in streams.values()),
+                      max(int(ts[-1]) for _, ts in streams.values()), task_of(meta), meta,
+                      {n: stream_summary(info, ts) for n, (info, ts) in streams.items()})
 
 
 def stream_summary(info: Any, timestamps: np.ndarray) -> dict[str, Any]:

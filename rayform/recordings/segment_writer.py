@@ -23,7 +23,7 @@ from rayform.codec.clip import CODECS as VIDEO_CODECS
 from rayform.codec.clip import MAX_SIDE
 from rayform.errors import InvalidInput
 from rayform.frames import FRAMES
-from rayform.recordings.catalog_parts import CatalogRow, stream_summary
+from rayform.recordings.catalog_parts import CatalogRow, catalog_row
 from rayform.recordings.streams import (
     ArrayStream,
     ImageStream,
@@ -34,7 +34,6 @@ from rayform.recordings.streams import (
     VideoStream,
     check_stream_name,
     check_timestamps,
-    task_of,
 )
 from rayform.store.bundle import BUNDLE_BYTES, BundleWriter
 
@@ -98,8 +97,7 @@ class SegmentWriter:
             raise InvalidInput(f"segment {site}/{name}: no streams")
         sid = segment_id(site, name)
         entries: dict[str, Any] = {}
-        summaries: dict[str, dict[str, Any]] = {}
-        first, last = [], []
+        timed: dict[str, tuple[StreamInfo, np.ndarray]] = {}
         for stream in streams:
             check_stream_name(stream.name)
             if stream.name in entries:
@@ -109,9 +107,7 @@ class SegmentWriter:
             except InvalidInput as e:  # which segment, for a source of many
                 raise type(e)(f"segment {site}/{name}: {e}") from None
             entries[stream.name] = info.to_manifest()
-            summaries[stream.name] = stream_summary(info, ts)
-            first.append(int(ts[0]))
-            last.append(int(ts[-1]))
+            timed[stream.name] = (info, ts)
         meta = dict(meta or {})
         manifest = {
             "format": SEGMENT_FORMAT,
@@ -122,8 +118,7 @@ class SegmentWriter:
             "streams": entries,
         }
         version = self.sink.put_json_blob(manifest)
-        row = CatalogRow(sid, name, site, version, None, time.time_ns(), min(first), max(last), task_of(meta), meta,
-                         summaries)
+        row = catalog_row(sid, name, site, version, None, time.time_ns(), meta, timed)
         ref = SegmentRef(sid, version, site, name, row)
         self._pending.append(ref)
         if self.sink.full:

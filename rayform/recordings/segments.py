@@ -31,13 +31,13 @@ from rayform.recordings.catalog_parts import (
     CatalogParts,
     CatalogRow,
     PartRef,
+    catalog_row,
     encode_table,
-    stream_summary,
     table_of,
 )
 from rayform.recordings.segment_reader import Segment
 from rayform.recordings.segment_writer import SEGMENT_FORMAT, SegmentRef, SegmentWriter, check_site
-from rayform.recordings.streams import Stream, task_of
+from rayform.recordings.streams import Stream
 from rayform.store.bundle import Bundle
 from rayform.store.freshness import NewBlob
 from rayform.untrusted import json_document
@@ -142,12 +142,9 @@ class Segments:
         """The catalog row of a stored version, read from its manifest (a version stored by a
         writer that did not keep it: pushed, or folded in from a per-segment ref)."""
         seg = self.get(segment_id, version)
-        summaries = {n: stream_summary(info, seg.timestamps(n)) for n, info in seg.streams.items()}
-        first = min(int(seg.timestamps(n)[0]) for n in seg.streams)
-        last = max(int(seg.timestamps(n)[-1]) for n in seg.streams)
-        return CatalogRow(seg.id, seg.name, seg.site, seg.version, seg.bundle.digest if seg.bundle else None,
-                          time.time_ns() if recorded is None else recorded, first, last, task_of(seg.meta), seg.meta,
-                          summaries)
+        return catalog_row(seg.id, seg.name, seg.site, seg.version, seg.bundle.digest if seg.bundle else None,
+                           time.time_ns() if recorded is None else recorded, seg.meta,
+                           {n: (info, seg.timestamps(n)) for n, info in seg.streams.items()})
 
     def discard(self, blobs: Sequence[NewBlob]) -> None:
         """Take back blobs a failed write stored (new ones, that nothing visible names yet; one
