@@ -89,7 +89,6 @@ class StoredVideo:
             cursor = self._cursor = _Cursor(self, self.start_packet(index))
         return cursor.frame_at(target, index)
 
-
     def check(self) -> int:
         """Decode every packet (converting nothing), so that damage the hashes cannot see (a
         recording damaged before it was stored) is found: the frames decoded, or one Malformed
@@ -102,12 +101,17 @@ class StoredVideo:
             for p in [*range(len(self.packet_times)), None]:
                 for f in context.decode(av.Packet(bytes(self.packet(p))) if p is not None else None):
                     if f.is_corrupt:
-                        raise Malformed(f"{self.what}: frame {frames} is damaged (the decoder found errors in its "
-                                        "bitstream). The recording is corrupt: ingest it again from a good copy")
+                        raise _damaged(self.what, frames)
                     frames += 1
         except av.FFmpegError as e:
             raise Malformed(f"{self.what}: frame {frames} does not decode ({type(e).__name__}: {e})") from None
         return frames
+
+
+def _damaged(what: str, frame: int) -> Malformed:
+    """A frame the decoder had to conceal: the recording was damaged before it was stored."""
+    return Malformed(f"{what}: frame {frame} is damaged (the decoder found errors in its bitstream). The recording "
+                     "is corrupt: ingest it again from a good copy")
 
 
 class _Cursor:
@@ -147,8 +151,7 @@ class _Cursor:
                     self.done = True
                 for f in self.context.decode(packet):
                     if f.is_corrupt:
-                        raise Malformed(f"{v.what}: frame {index} is damaged (the decoder found errors in its "
-                                        "bitstream). The recording is corrupt: ingest it again from a good copy")
+                        raise _damaged(v.what, index)
                     if (f.width, f.height) != (v.width, v.height):
                         raise Malformed(f"{v.what}: a frame decoded {f.width}x{f.height}, the stream says "
                                         f"{v.width}x{v.height}")
