@@ -54,6 +54,15 @@ def json_document(data: bytes, what: str) -> dict[str, Any]:
     return doc
 
 
+def json_objects(data: bytes | memoryview, what: str) -> list[dict[str, Any]]:
+    """A JSON list of objects; Malformed if the bytes are not one."""
+    with parsing(what):
+        doc = json.loads(bytes(data))
+    if not isinstance(doc, list) or not all(isinstance(d, dict) for d in doc):
+        raise Malformed(f"{what}: not a list of objects")
+    return doc
+
+
 def mapping(doc: Any, what: str) -> Mapping[str, Any]:
     if not isinstance(doc, Mapping):
         raise Malformed(f"{what}: malformed (not an object)")

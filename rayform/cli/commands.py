@@ -14,6 +14,7 @@ from rayform.errors import InvalidInput, NotFound, PackNotFound, StoreError
 from rayform.ops.references import pack_closure, slice_closure
 from rayform.ops.verify import verify as verify_blobs
 from rayform.pack import Pack, PackSpec
+from rayform.pack.spec import VIDEO_CODECS
 from rayform.recordings.slices import Slice
 from rayform.sizes import format_size, parse_size
 
@@ -144,7 +145,7 @@ def pack(args: argparse.Namespace) -> int:
     if args.quality is not None and args.codec != "jpeg":
         raise InvalidInput(f"--quality {args.quality}: a JPEG quality, which re-encodes every camera as JPEG: give it "
                            f"with --codec jpeg (--codec {args.codec} keeps recorded JPEGs untouched"
-                           + ("; for video, --crf or --psnr" if args.codec in ("h264", "av1", "hevc", "keep") else "")
+                           + ("; for video, --crf or --psnr" if args.codec in (*VIDEO_CODECS, "keep") else "")
                            + ")")
     spec = PackSpec(
         fps=args.fps,

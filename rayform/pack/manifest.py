@@ -20,7 +20,7 @@ from rayform.pack import layout
 from rayform.pack.layout import StreamSchema
 from rayform.pack.spec import PACK_FORMAT, PackSpec
 from rayform.pack.stats import StreamStats, stats_of
-from rayform.untrusted import array_list, integer, mapping, parsing
+from rayform.untrusted import array_list, integer, json_objects, mapping, parsing
 
 SEGMENTS_APART = 10_000  # a pack of a slice this large keeps its per-segment entries in a blob of their own
 MAX_SHARD_BYTES = 1 << 40
@@ -177,7 +177,7 @@ class Pack:
         """``segments``, wherever they are (``store``: the pack's, for a blob of them)."""
         if self.segments_blob is None:
             return self.segments
-        entries = json_document_list(store.get_blob(self.segments_blob), f"segments of pack {self.key}")
+        entries = json_objects(store.get_blob(self.segments_blob), f"segments of pack {self.key}")
         if len(entries) != self._apart:
             raise Malformed(f"pack {self.key}: {len(entries)} segments' entries, its manifest says {self._apart}")
         return entries
@@ -226,14 +226,3 @@ class Pack:
     @property
     def chunk_count(self) -> int:
         return int(self.chunk_starts[-1])
-
-
-def json_document_list(data: bytes, what: str) -> list[dict[str, Any]]:
-    """A JSON list of objects (untrusted: one Malformed if it is not)."""
-    try:
-        doc = json.loads(data)
-    except ValueError as e:
-        raise Malformed(f"{what}: not JSON ({e})") from None
-    if not isinstance(doc, list) or not all(isinstance(d, dict) for d in doc):
-        raise Malformed(f"{what}: not a list of objects")
-    return doc
