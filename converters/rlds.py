@@ -134,7 +134,7 @@ class RldsDataset:
         size = self.files.size(shard.path)
         fps = self.fps
         count = 0
-        with _opened(self.files, shard.path) as f:
+        with self.files.reader(shard.path) as f:
             for r, data in enumerate(records(f, size, what)):
                 if r >= shard.episodes:
                     raise InvalidInput(f"{what}: more records than the {shard.episodes} dataset_info.json lists")
@@ -295,21 +295,6 @@ def _json(files: SourceFiles, path: PurePath) -> dict[str, Any]:
     if not isinstance(doc, dict):
         raise InvalidInput(f"{path}: not a JSON object, as TFDS writes it")
     return doc
-
-
-class _opened:
-    """A shard opened for reading, locally or at its URL."""
-
-    def __init__(self, files: SourceFiles, path: PurePath):
-        self.files, self.path = files, path
-
-    def __enter__(self) -> Any:
-        self.f = open(self.path, "rb") if self.files.fs is None else self.files.fs.open(str(self.path), "rb",
-                                                                                        block_size=8 << 20)
-        return self.f
-
-    def __exit__(self, *exc: Any) -> None:
-        self.f.close()
 
 
 def iter_rlds(root: str | os.PathLike[str], options: Mapping[str, Any]) -> Iterator[tuple[str, list[Stream], dict[str, Any]]]:

@@ -71,3 +71,10 @@ class SourceFiles:
         if self.fs is None:
             return str(path)
         return self.fs.open(str(path), "rb")  # type: ignore[no-any-return]
+
+    def reader(self, path: PurePath) -> IO[bytes]:
+        """A file opened to be read through from start to end: locally, or at its URL in large
+        blocks (a TFRecord shard is read sequentially, record after record)."""
+        if self.fs is None:
+            return open(path, "rb")
+        return self.fs.open(str(path), "rb", block_size=8 << 20)  # type: ignore[no-any-return]

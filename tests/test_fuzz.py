@@ -214,6 +214,8 @@ def test_rlds_schemas_and_records(tmp_path):
     import struct
     from pathlib import Path
 
+    pytest.importorskip("google.protobuf", reason="the rlds extra is not installed")
+    pytest.importorskip("google_crc32c", reason="the rlds extra is not installed")
     from rayform.converters.rlds import iter_rlds
     from rayform.converters.tfrecord import masked_crc, records
 

@@ -20,6 +20,10 @@ from rayform.converters.rlds import RldsDataset, iter_rlds
 from rayform.converters.tfrecord import masked_crc, records
 from rayform.errors import InvalidInput
 
+# the reader's libraries (the rlds extra) are imported when a shard is read
+pytest.importorskip("google.protobuf", reason="the rlds extra (protobuf, google-crc32c) is not installed")
+pytest.importorskip("google_crc32c", reason="the rlds extra (protobuf, google-crc32c) is not installed")
+
 DATA = Path(__file__).resolve().parents[1] / "data" / "rlds"
 TOY = DATA / "toy_rlds" / "1.0.0"
 EXPECTED = json.loads((DATA / "expected.json").read_text())

@@ -42,6 +42,11 @@ def test_an_rlds_dataset_in_s3_ingests_as_from_disk(s3_endpoint, tmp_path):
     """Each shard a task reading its records from the bucket: the same segments, byte for byte."""
     from pathlib import Path
 
+    import pytest
+
+    pytest.importorskip("google.protobuf", reason="the rlds extra is not installed")
+    pytest.importorskip("google_crc32c", reason="the rlds extra is not installed")
+
     root = Path(__file__).resolve().parents[1] / "data" / "rlds" / "toy_rlds" / "1.0.0"
     options = s3_endpoint.storage_options
     bucket = s3_endpoint.bucket()
