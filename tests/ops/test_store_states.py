@@ -116,11 +116,12 @@ def _read_segment(seg) -> list:
 
 
 def _read_pack(store, pack) -> list:
-    """A pack as every reader reads it: its samples, and the chunk digests a reader of a remote
-    store verifies shards with as they arrive."""
+    """A pack as every reader reads it: its samples, the chunk digests a reader of a remote
+    store verifies shards with as they arrive, and what it says of each segment (``show``)."""
     reader = PackReader(store, pack, pack.members)
     try:
         reader.chunk_digests()
+        pack.segments_of(store)
         return [{m: bytes(v) for m, v in raw.items() if not m.startswith("__")}
                 for _, raw in reader.raw_many(np.arange(pack.samples))]
     finally:
@@ -242,11 +243,12 @@ class StoreStates(RuleBasedStateMachine):
             return
         digest = data.draw(st.sampled_from(blobs))
         path = self.source.store.blob_file(digest)
-        self.originals[digest] = path.read_bytes()
+        # a blob damaged twice (corrupted, then deleted) is repaired to its first, whole bytes
+        self.originals.setdefault(digest, path.read_bytes())
         if how == "delete":
             path.unlink()
         else:
-            raw = bytearray(self.originals[digest])
+            raw = bytearray(path.read_bytes())
             raw[len(raw) // 2] ^= 0xFF
             path.write_bytes(bytes(raw))
         self.damaged.add(digest)
@@ -379,9 +381,14 @@ class _Clock:
 
 @pytest.fixture
 def store_states(tmp_path, monkeypatch):
-    from rayform.recordings import segment_writer
+    from rayform.packer import driver
+    from rayform.recordings import segment_writer, slices
 
     monkeypatch.setattr(segment_writer, "time", _Clock())
+    # the forms a collection's objects take, at a few segments: a slice's segments as a table
+    # blob, a pack's per-segment entries as a blob of their own
+    monkeypatch.setattr(slices, "TABLE_AT", 3)
+    monkeypatch.setattr(driver, "SEGMENTS_APART", 3)
     StoreStates._tmp = tmp_path
     yield StoreStates
 
