@@ -4,6 +4,7 @@ step the time, the objects written, the store requests and the peak RSS.
     python benchmarks/catalog.py                      # a million episodes, local store
     python benchmarks/catalog.py --s3                 # 100,000 on S3 (moto's server on loopback)
     python benchmarks/catalog.py --episodes 10000     # any N; --slope also runs N/10
+    python benchmarks/catalog.py --no-pack            # the metadata steps only (no pack steps)
 
 Steps (each in a process of its own, so its peak RSS is its own):
 
@@ -11,6 +12,9 @@ Steps (each in a process of its own, so its peak RSS is its own):
 - ``create``: ``slices.create(site=…)``; ``query``: ``slices.create(where=…)``;
 - ``ls``: ``rayform segments ls`` (time to its first segment line, and to its end);
 - ``show``: ``rayform show <slice>``;
+- ``view``: ``rayform view``: seconds from its start to the first page of the segment list,
+  then to each of: the sites, a filtered page, a page sorted by duration, the next page of
+  that, an episode's page and its plots; the server's peak RSS;
 - ``pack``: ``client.pack`` at 10 samples an episode, 2 processes; and the same number of
   samples in N/1000 long episodes, so the difference is what episodes cost beyond samples.
 
@@ -33,6 +37,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 BATCH = 500
 QUERY = "task ~ 'pick' and duration > 0.5 and meta.success"
+QUERY_URL = "meta.success%20and%20duration%20%3E%200.5"
 FPS = 10.0
 
 
@@ -168,7 +173,51 @@ def _cli_step(args: list[str], store: str, options: dict) -> dict:
             "rss_mib": int(err.strip().splitlines()[-1]) / 1024}
 
 
-def run(n: int, s3: bool) -> dict:
+def _view_step(store: str, options: dict) -> dict:
+    """``rayform view``: seconds to the first page of the list, then to each page after it."""
+    import signal
+    import urllib.request
+
+    opts = [f"-o{k}={v}" for k, v in options.items()]
+    started = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-m", "rayform.cli.main", "--store", store, *opts, "view", "--port", "0"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    said = proc.stdout.readline()
+    url = said[said.index("http://"):].split()[0].rstrip("/")
+    out: dict = {}
+
+    def get(path: str) -> dict:
+        with urllib.request.urlopen(url + path, timeout=600) as r:
+            return json.loads(r.read())
+
+    try:
+        t = time.perf_counter()
+        first = get("/api/segments?limit=50")
+        out["first_line"] = time.perf_counter() - started  # the server's start included
+        out["first_page"] = time.perf_counter() - t
+        for name, path in (("sites", "/api/sites"), ("filtered", f"/api/segments?task=pick&where={QUERY_URL}"),
+                           ("sorted", "/api/segments?sort=duration&desc=1"),
+                           ("next page", "/api/segments?sort=duration&desc=1&offset=50")):
+            t = time.perf_counter()
+            get(path)
+            out[name] = time.perf_counter() - t
+        row = first["rows"][0]
+        t = time.perf_counter()
+        get(f"/api/segment/{row['id']}?version={row['version']}")
+        get(f"/api/segment/{row['id']}/series?version={row['version']}")
+        out["episode"] = time.perf_counter() - t
+        status = Path(f"/proc/{proc.pid}/status").read_text()
+        out["rss_mib"] = int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmHWM"))) / 1024
+        out["total"] = first["total"]
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=60)
+    out["seconds"] = time.perf_counter() - started
+    return out
+
+
+def run(n: int, s3: bool, pack: bool = True) -> dict:
     options: dict = {}
     moto = None
     tmp = tempfile.mkdtemp(prefix="rayform-catalog-")
@@ -193,9 +242,11 @@ def run(n: int, s3: bool) -> dict:
         rows["ls"] = _cli_step(["segments", "ls", "--site", "lab"], store, options)
         rows["ls --limit 10"] = _cli_step(["segments", "ls", "--site", "lab", "--limit", "10"], store, options)
         rows["show"] = _cli_step(["show", "all"], store, options)
-        rows["pack"] = _run_step("pack", store, options, n)
-        _run_step("long", store, options, n)
-        rows["pack-long"] = _run_step("pack-long", store, options, n)
+        rows["view"] = _view_step(store, options)
+        if pack:
+            rows["pack"] = _run_step("pack", store, options, n)
+            _run_step("long", store, options, n)
+            rows["pack-long"] = _run_step("pack-long", store, options, n)
         return rows
     finally:
         if moto is not None:
@@ -212,6 +263,14 @@ def report(n: int, rows: dict) -> None:
         print(f"{name:16} {r['seconds']:9.2f} {1000 * r['seconds'] / n:11.4f} {objects!s:>9} {req!s:>9} "
               f"{(req / n if req != '' else 0):12.4f} {r['rss_mib']:13.0f}"
               + (f"   first line {r['first_line']:.2f} s" if r.get("first_line") is not None else ""))
+    view = rows.get("view")
+    if view:
+        print(f"view: first page {view['first_page']:.2f} s ({view['first_line']:.2f} s from the server's start, "
+              f"{view['total']:,} segments); then sites {view['sites']:.2f} s, filtered {view['filtered']:.2f} s, "
+              f"sorted {view['sorted']:.2f} s, its next page {view['next page']:.3f} s, an episode {view['episode']:.2f} s; "
+              f"peak RSS {view['rss_mib']:.0f} MiB")
+    if "pack" not in rows:
+        return
     beyond = (rows["pack"]["seconds"] - rows["pack-long"]["seconds"]) / n
     print(f"pack beyond its samples: {1000 * beyond:.3f} ms an episode "
           f"({rows['pack']['seconds']:.1f} s against {rows['pack-long']['seconds']:.1f} s for the same samples "
@@ -223,6 +282,7 @@ def main() -> None:
     ap.add_argument("--episodes", type=int)
     ap.add_argument("--s3", action="store_true", help="a store on moto's S3 server on loopback")
     ap.add_argument("--slope", action="store_true", help="also run 10x fewer episodes")
+    ap.add_argument("--no-pack", action="store_true", help="the metadata steps only")
     ap.add_argument("--step", help=argparse.SUPPRESS)
     ap.add_argument("--store", help=argparse.SUPPRESS)
     ap.add_argument("--options", default="{}", help=argparse.SUPPRESS)
@@ -233,7 +293,7 @@ def main() -> None:
     n = args.episodes or (100_000 if args.s3 else 1_000_000)
     sizes = [n // 10, n] if args.slope else [n]
     for size in sizes:
-        report(size, run(size, args.s3))
+        report(size, run(size, args.s3, pack=not args.no_pack))
 
 
 if __name__ == "__main__":

@@ -430,3 +430,75 @@ class CuttingProxy:
     def stop(self) -> None:
         self._stop = True
         self._sock.close()
+
+
+class ViewServer:
+    """``rayform view`` of a store, run as a user runs it (its own process, port 0), and its URL."""
+
+    def __init__(self, store: Path | str, *extra: str):
+        import subprocess
+        import sys
+
+        self.process = subprocess.Popen([sys.executable, "-m", "rayform.cli.main", "view", "--store", str(store),
+                                         "--port", "0", *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                        text=True)
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()
+        if "http://" not in line:
+            self.process.kill()
+            raise AssertionError(f"rayform view did not start: {line!r} {self.process.stderr.read()!r}")
+        self.url = line[line.index("http://"):].split()[0].rstrip("/")
+
+    def get(self, path: str, headers: dict[str, str] | None = None, method: str = "GET") -> tuple[int, Any, bytes]:
+        import urllib.error
+        import urllib.request
+
+        request = urllib.request.Request(self.url + path, headers=headers or {}, method=method)
+        try:
+            with urllib.request.urlopen(request, timeout=60) as r:
+                return r.status, r.headers, r.read()
+        except urllib.error.HTTPError as e:
+            return e.code, e.headers, e.read()
+
+    def json(self, path: str) -> Any:
+        import json
+
+        status, _, body = self.get(path)
+        assert status == 200, (path, status, body[:300])
+        return json.loads(body)
+
+    def stop(self) -> tuple[int, str]:
+        """Ctrl-C, as a user stops it: its exit code and what it printed on stderr."""
+        import signal
+
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGINT)
+        try:
+            code = self.process.wait(timeout=20)
+        except Exception:
+            self.process.kill()
+            raise
+        assert self.process.stderr is not None
+        return code, self.process.stderr.read()
+
+
+@pytest.fixture(scope="session")
+def view_demo(tmp_path_factory) -> Iterator[tuple[ViewServer, rayform.Client, rayform.Slice]]:
+    """``rayform view`` of a store holding the small demo packed at 15 fps, a recorded H.264
+    camera beside joints, and a segment whose name, task and metadata are HTML (hostile
+    text the pages must show as text). Read-only by convention."""
+    root = tmp_path_factory.mktemp("view")
+    client = rayform.Client(root / "store")
+    s = client.slices.create(ingest_demo(client, "lab", SMALL_DEMO), name="small")
+    client.pack(s, 15, workers=1, progress=False)
+    stream, _ = recorded_video(frames=90, size=64)
+    t = stream.timestamps
+    wave = np.stack([np.sin(t / 1e9 * 3), np.cos(t / 1e9 * 2)], axis=1).astype(np.float32)
+    client.segments.add("cams", "video-episode", [stream, rayform.ArrayStream("joints", t, wave)],
+                        {"task": "stack the cups"})
+    hostile = '<img src=x onerror="window.__pwned=1">'
+    client.segments.add("cams", hostile, [rayform.ArrayStream("joints", t, wave)],
+                        {"task": f"<script>window.__pwned=2</script>{hostile}", hostile: hostile})
+    server = ViewServer(root / "store")
+    yield server, client, s
+    server.stop()

@@ -25,7 +25,7 @@ LAYERS: list[list[str]] = [
     ["rayform.order", "rayform.sample"],
     ["rayform.packer", "rayform.read"],
     ["rayform.client", "rayform.torch", "rayform.diagnostics", "rayform.interop"],
-    ["rayform.ops", "rayform.preview", "rayform.converters"],
+    ["rayform.ops", "rayform.preview", "rayform.converters", "rayform.view"],
     ["rayform.cli", "rayform"],  # `rayform` itself: the package's face, rayform/__init__.py
 ]
 # Allowed upward on purpose: packing on demand (the datasets pack a missing pack; the client

@@ -278,6 +278,23 @@ def preview(args: argparse.Namespace) -> int:
     return 0
 
 
+def view(args: argparse.Namespace) -> int:
+    """Serve the store's pages on loopback until Ctrl-C."""
+    try:
+        import aiohttp  # noqa: F401
+    except ImportError:
+        raise InvalidInput('rayform view needs the view extra: pip install "rayform[view]"') from None
+    from rayform.view.server import serve
+
+    client = store_client(args)
+
+    def ready(url: str) -> None:
+        print(f"rayform view: {client.store.display} at {url} (Ctrl-C stops it)", flush=True)
+
+    serve(client, args.host, args.port, ready)
+    return 0
+
+
 def push(args: argparse.Namespace) -> int:
     from rayform.ops.push import push as push_slice
 

@@ -206,6 +206,12 @@ def _parser() -> argparse.ArgumentParser:
     pv.add_argument("--rerun", metavar="FILE", help="also write a Rerun recording (.rrd) of those segments")
     pv.set_defaults(run=c.preview)
 
+    vw = _command(sub, common, "view", help="browse the store in a web browser: sites, segments, episodes, packs")
+    vw.add_argument("--port", type=int, default=0, help="the port to listen on (default 0: a free one, printed)")
+    vw.add_argument("--host", default="127.0.0.1",
+                    help="the address to listen on (default 127.0.0.1: this machine only; the pages are read-only)")
+    vw.set_defaults(run=c.view)
+
     pu = _command(sub, common, "push", help="copy a slice, its segments and packs to another store (resumable)")
     pu.add_argument("slice", help="the slice: its id (slc_…) or name")
     pu.add_argument("dest", help="the store to copy to, e.g. s3://bucket/prefix or a directory")

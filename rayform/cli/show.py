@@ -18,7 +18,7 @@ import numpy as np
 from rayform.cli.words import dtype_in_words, plural
 from rayform.client import Client
 from rayform.pack import Pack
-from rayform.pack.packs import preferred
+from rayform.pack.packs import packs_described
 from rayform.recordings.segment_reader import Segment
 from rayform.recordings.slices import Slice
 from rayform.recordings.streams import StreamInfo
@@ -126,38 +126,6 @@ def pack_json(p: Pack, made: str = "", default: bool = False, apart: list[str] |
             "video": {n: s.video.to_manifest() for n, s in p.schema.items() if s.video is not None}}
 
 
-_SPEC_WORDS = {"resize": "resize", "image_codec": "codec", "jpeg_quality": "quality", "interleave_seed": "interleave seed",
-               "max_horizon": "horizon", "max_history": "history", "streams": "streams", "staleness": "staleness",
-               "snap": "snap", "shard_bytes": "shard size", "clip_frames": "clip frames", "video_crf": "crf",
-               "video_preset": "preset"}
-
-
-def apart(p: Pack, others: list[Pack]) -> list[str]:
-    """What sets ``p`` apart from the other packs at its rate: each parameter of its own, as words."""
-    out = []
-    for field, word in _SPEC_WORDS.items():
-        mine = getattr(p.spec, field)
-        if any(getattr(o.spec, field) != mine for o in others):
-            value = ("time order" if mine is None else str(mine)) if field == "interleave_seed" else \
-                ("full size" if mine is None else "x".join(map(str, mine))) if field == "resize" else \
-                ",".join(mine or ()) if field == "streams" else str(mine)
-            out.append(f"{word} {value}")
-    return out
-
-
-def packs_described(client: Client, s: Any) -> list[tuple[Pack, str, bool, list[str]]]:
-    """Each pack of the slice with when it was made, whether a dataset at its rate reads it by
-    default (``Packs.find``'s preference), and what sets it apart from the others at its rate."""
-    listed = client.packs.listed(s)
-    out = []
-    for made, p in listed:
-        peers = [(m, o) for m, o in listed if float(o.fps) == float(p.fps)]
-        full = [(m, o) for m, o in peers if o.spec.resize is None]  # a dataset without resize= reads these
-        default = bool(full) and preferred(full) is p
-        out.append((p, made, default, apart(p, [o for _, o in peers if o is not p])))
-    return out
-
-
 def show_json(args: argparse.Namespace, client: Client) -> int:
     if args.id.startswith("seg_"):
         print(json.dumps(segment_json(client.segments.get(args.id))))
@@ -166,7 +134,7 @@ def show_json(args: argparse.Namespace, client: Client) -> int:
     print(json.dumps({"id": s.id, "name": s.name, "digest": s.digest, "sites": s.sites,
                       "segments": [segment_json(s.segment(i)) for i in range(min(len(s.segments), args.segments))],
                       "segments_total": len(s.segments),
-                      "packs": [pack_json(*described) for described in packs_described(client, s)]}))
+                      "packs": [pack_json(*described) for described in packs_described(client.packs, s)]}))
     return 0
 
 
@@ -191,7 +159,7 @@ def show(args: argparse.Namespace, client: Client) -> int:
         print("\n".join(segment_lines(s.segment(i))))
     if len(s.segments) > args.segments:
         print(f"  … and {plural(len(s.segments) - args.segments, 'more segment')} (--segments N shows more)")
-    packs = packs_described(client, s)
+    packs = packs_described(client.packs, s)
     print(f"packs ({len(packs)}):" if packs else f"no packs. Make one: rayform pack {s.id} --fps {suggested_fps(s)}")
     for p, made, default, differs in packs:
         size = sum(sh.bytes for sh in p.shards)

@@ -142,3 +142,35 @@ def preferred(packs: Sequence[tuple[str, Pack]]) -> Pack:
     ranked = sorted(ranked, key=lambda item: item[0], reverse=True)  # stable: ties keep key order
     ranked = sorted(ranked, key=lambda item: item[1].spec.resize is not None)
     return ranked[0][1]
+
+
+_SPEC_WORDS = {"resize": "resize", "image_codec": "codec", "jpeg_quality": "quality", "interleave_seed": "interleave seed",
+               "max_horizon": "horizon", "max_history": "history", "streams": "streams", "staleness": "staleness",
+               "snap": "snap", "shard_bytes": "shard size", "clip_frames": "clip frames", "video_crf": "crf",
+               "video_preset": "preset"}
+
+
+def apart(p: Pack, others: Sequence[Pack]) -> builtins.list[str]:
+    """What sets ``p`` apart from the other packs at its rate: each parameter of its own, as words."""
+    out = []
+    for field, word in _SPEC_WORDS.items():
+        mine = getattr(p.spec, field)
+        if any(getattr(o.spec, field) != mine for o in others):
+            value = ("time order" if mine is None else str(mine)) if field == "interleave_seed" else \
+                ("full size" if mine is None else "x".join(map(str, mine))) if field == "resize" else \
+                ",".join(mine or ()) if field == "streams" else str(mine)
+            out.append(f"{word} {value}")
+    return out
+
+
+def packs_described(packs: Packs, s: Slice | str) -> builtins.list[tuple[Pack, str, bool, builtins.list[str]]]:
+    """Each pack of the slice with when it was made, whether a dataset at its rate reads it by
+    default (``Packs.find``'s preference), and what sets it apart from the others at its rate."""
+    listed = packs.listed(s)
+    out = []
+    for made, p in listed:
+        peers = [(m, o) for m, o in listed if float(o.fps) == float(p.fps)]
+        full = [(m, o) for m, o in peers if o.spec.resize is None]  # a dataset without resize= reads these
+        default = bool(full) and preferred(full) is p
+        out.append((p, made, default, apart(p, [o for _, o in peers if o is not p])))
+    return out

@@ -44,6 +44,9 @@ def test_the_readme_runs_as_written(tmp_path, monkeypatch):
             exec(compile(code, f"README.md python block {n}", "exec"), scope)
         elif kind == "bash":
             for line in filter(None, (line.split("  #")[0].strip() for line in code.splitlines())):
+                if line.startswith("rayform view"):
+                    _look_and_stop(line, env)
+                    continue
                 done = subprocess.run(["bash", "-c", line], env=env, capture_output=True, text=True, timeout=600)
                 assert done.returncode == 0, (line, done.stderr[-2000:])
         else:
@@ -56,3 +59,26 @@ def test_the_readme_runs_as_written(tmp_path, monkeypatch):
     store = home / ".local" / "share" / "rayform" / "store"
     assert (store / "refs" / "slices").is_dir()
     assert not (ROOT / "rayform-preview").exists() and not list(Path("/tmp").glob("rayform-*-readme*"))
+
+
+def _look_and_stop(line: str, env: dict[str, str]) -> None:
+    """A server's line, as its user runs it: started, its printed address opened (the page and
+    the store's sites), then Ctrl-C, which ends it cleanly."""
+    import json
+    import signal
+    import urllib.request
+
+    server = subprocess.Popen(["bash", "-c", f"exec {line}"], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    try:
+        assert server.stdout is not None
+        said = server.stdout.readline()
+        url = said[said.index("http://"):].split()[0]
+        with urllib.request.urlopen(url, timeout=60) as page:
+            assert page.status == 200 and b"view.js" in page.read()
+        with urllib.request.urlopen(url + "api/sites", timeout=60) as sites:
+            assert json.loads(sites.read())  # the demo's site, made by the lines before
+    finally:
+        server.send_signal(signal.SIGINT)
+        code = server.wait(timeout=30)
+    assert code in (0, 130), (line, server.stderr.read() if server.stderr else "")

@@ -1,0 +1,220 @@
+"""What the episode page shows of one segment version: its streams, task and metadata; every
+array and pose stream as plot series; each camera's frames as recorded; a recorded video
+remuxed to MP4 (its packets copied, not one pixel re-encoded) for the browser to play.
+
+Times are seconds from the segment's first timestamp, the page's one clock.
+"""
+
+from __future__ import annotations
+
+import io
+import threading
+from collections import OrderedDict
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+from rayform.codec import imagecodec
+from rayform.errors import InvalidInput, Malformed, StreamNotFound
+from rayform.recordings.segment_reader import Segment
+from rayform.recordings.segments import Segments
+from rayform.recordings.streams import StreamInfo
+
+PLOT_POINTS = 4000  # a plot's points at most (a long stream is read at an even stride)
+BROWSER_CODECS = {"h264": "avc1", "av1": "av01", "vp9": "vp09", "hevc": "hvc1"}  # MP4 sample entries
+MP4_KEPT_BYTES = 512 << 20  # remuxed videos kept for the browser's range requests
+_TIMESCALE = 90_000
+
+
+class Episodes:
+    """Segments the pages read, a few kept open (their blobs are cached by ``Segment``)."""
+
+    KEPT = 16
+
+    def __init__(self, segments: Segments):
+        self.segments = segments
+        self._lock = threading.Lock()
+        self._open: OrderedDict[tuple[str, str | None], Segment] = OrderedDict()
+        self._mp4: OrderedDict[tuple[str, str], bytes] = OrderedDict()
+        self._mp4_bytes = 0
+        # a stored video decodes with one decoder it keeps between frames (StoredVideo's
+        # cursor): one request's frames at a time
+        self._decoding = threading.Lock()
+
+    def segment(self, segment_id: str, version: str | None) -> Segment:
+        key = (segment_id, version)
+        with self._lock:
+            found = self._open.get(key)
+            if found is not None:
+                self._open.move_to_end(key)
+                return found
+        found = self.segments.get(segment_id, version)
+        with self._lock:
+            self._open[key] = found
+            while len(self._open) > self.KEPT:
+                self._open.popitem(last=False)
+        return found
+
+    def summary(self, segment_id: str, version: str | None) -> dict[str, Any]:
+        """The segment's name, site, task, metadata, time span, and each stream: what it is,
+        its frames' times (cameras) and how the page shows it."""
+        seg = self.segment(segment_id, version)
+        start, end = span_of(seg)
+        streams = []
+        for name, info in sorted(seg.streams.items()):
+            entry: dict[str, Any] = {"name": name, "kind": info.kind, "count": info.count, "dtype": info.dtype,
+                                     "shape": list(info.shape), "units": info.units,
+                                     "names": list(info.names) if info.names else None}
+            if info.is_image:
+                entry["encoding"] = info.encoding
+                entry["times"] = _seconds(seg.timestamps(name), start).tolist()
+                entry["codec"] = info.video.codec if info.video is not None else None
+                entry["mp4"] = info.video is not None and info.video.codec in BROWSER_CODECS \
+                    and not _odd_times(seg, name)
+                entry["mime"] = (f'video/mp4; codecs="{_codec_string(info)}"' if entry["mp4"] else None)
+            streams.append(entry)
+        return {"id": seg.id, "version": seg.version, "site": seg.site, "name": seg.name, "task": seg.task,
+                "meta": seg.meta, "start_ns": start, "duration_s": (end - start) / 1e9, "streams": streams,
+                "versions": self.segments.versions(seg.id)}
+
+    def series(self, segment_id: str, version: str | None) -> dict[str, Any]:
+        """Each array and pose stream: its times and values (at most ``PLOT_POINTS``, an even
+        stride), the element names; non-finite values as nulls."""
+        seg = self.segment(segment_id, version)
+        start, _ = span_of(seg)
+        out = {}
+        for name, info in sorted(seg.streams.items()):
+            if info.is_image:
+                continue
+            t = seg.timestamps(name)
+            values = seg.values(name).reshape(len(t), -1)
+            stride = max(1, -(-len(t) // PLOT_POINTS))
+            t, values = t[::stride], values[::stride].astype(np.float64)
+            labels = list(info.names) if info.names and len(info.names) == values.shape[1] else \
+                [str(i) for i in range(values.shape[1])]
+            columns = [finite_list(values[:, k]) for k in range(values.shape[1])]
+            out[name] = {"kind": info.kind, "t": _seconds(t, start).tolist(), "labels": labels, "values": columns,
+                         "units": info.units, "stride": stride}
+        return out
+
+    def frame(self, segment_id: str, version: str | None, stream: str, index: int) -> tuple[bytes, str]:
+        """Frame ``index`` of a camera as the browser shows it: a JPEG or PNG as recorded, else
+        (raw frames, a video frame) encoded as JPEG; and its media type."""
+        seg = self.segment(segment_id, version)
+        info = _camera(seg, stream)
+        if not 0 <= index < info.count:
+            raise InvalidInput(f"{seg.id}: {stream} has frames 0..{info.count - 1}, not {index}")
+        if info.encoding in ("jpeg", "png"):
+            data = bytes(seg.frame_bytes(stream, index))
+            imagecodec.check_dimensions(data, info.encoding, info.shape[:2], f"{seg.id} {stream} frame {index}")
+            return data, "image/jpeg" if info.encoding == "jpeg" else "image/png"
+        with self._decoding:
+            image = seg.frame_array(stream, index)
+        if image.dtype != np.uint8:  # depth and other raw frames: scaled to their range to be seen
+            image = _scaled(image)
+        return imagecodec.encode_jpeg(np.ascontiguousarray(image), 90), "image/jpeg"
+
+    def mp4(self, segment_id: str, version: str | None, stream: str) -> bytes:
+        """A recorded video's packets as an MP4 the browser plays (each packet's time kept, from
+        0 at the stream's first frame)."""
+        seg = self.segment(segment_id, version)
+        info = _camera(seg, stream)
+        if info.video is None or info.video.codec not in BROWSER_CODECS:
+            raise InvalidInput(f"{seg.id}: {stream} is not a recorded video a browser plays; its frames are shown")
+        key = (seg.version, stream)
+        with self._lock:
+            found = self._mp4.get(key)
+            if found is not None:
+                self._mp4.move_to_end(key)
+                return found
+        data = remux(seg, stream)
+        with self._lock:
+            self._mp4[key] = data
+            self._mp4_bytes += len(data)
+            while self._mp4_bytes > MP4_KEPT_BYTES and len(self._mp4) > 1:
+                self._mp4_bytes -= len(self._mp4.popitem(last=False)[1])
+        return data
+
+
+def remux(seg: Segment, stream: str) -> bytes:
+    """The stream's packets in an MP4, as recorded (the browser asks for its index at the end
+    by a range request)."""
+    import av
+
+    video = seg.video(stream)
+    info = video.video
+    pts = video.packet_times.astype(np.int64)
+    ticks = (pts - int(pts.min())) * _TIMESCALE // 1_000_000_000
+    # decode times: the presentation times in order, shifted so none comes after its own
+    ordered = np.sort(ticks)
+    dts = ordered - int(np.max(ordered - ticks)) if info.reorders else ticks
+    out = io.BytesIO()
+    try:
+        with av.open(out, mode="w", format="mp4") as container:
+            s = container.add_stream(info.codec)
+            s.width, s.height, s.pix_fmt = video.width, video.height, "yuv420p"
+            s.time_base = s.codec_context.time_base = Fraction(1, _TIMESCALE)
+            # PyAV muxes only from a codec context: an encoder's, opened and never fed, then
+            # given the recording's own extradata (its SPS/PPS or sequence header) to describe it
+            s.codec_context.open()
+            s.codec_context.extradata = info.extradata or None
+            for p in range(len(pts)):
+                packet = av.Packet(bytes(video.packet(p)))
+                packet.stream, packet.time_base = s, s.time_base
+                packet.pts, packet.dts = int(ticks[p]), int(dts[p])
+                packet.is_keyframe = bool(video.keys[p])
+                container.mux(packet)
+    except (av.FFmpegError, ValueError) as e:
+        raise Malformed(f"{seg.id}: {stream}'s packets do not go into an MP4 ({type(e).__name__}: {e})") from None
+    return out.getvalue()
+
+
+def span_of(seg: Segment) -> tuple[int, int]:
+    """The segment's first and last timestamp over all its streams (ns)."""
+    firsts, lasts = [], []
+    for name in seg.streams:
+        t = seg.timestamps(name)
+        if len(t):
+            firsts.append(int(t[0]))
+            lasts.append(int(t[-1]))
+    return (min(firsts), max(lasts)) if firsts else (0, 0)
+
+
+def finite_list(values: np.ndarray) -> list[float | None]:
+    """Numbers as JSON takes them: a value that is not finite as null."""
+    v = np.asarray(values, np.float64).ravel()
+    return [float(x) if np.isfinite(x) else None for x in v]
+
+
+def _seconds(t: np.ndarray, start: int) -> np.ndarray:
+    return np.round((t - start) / 1e9, 6)
+
+
+def _camera(seg: Segment, stream: str) -> StreamInfo:
+    info = seg.stream(stream)
+    if not info.is_image:
+        raise StreamNotFound(f"{seg.id}: {stream} holds values, not frames")
+    return info
+
+
+def _odd_times(seg: Segment, stream: str) -> bool:
+    """Whether a video's frames cannot be found by time in an MP4 of its packets (times that
+    repeat): the page then shows its frames one by one."""
+    t = seg.timestamps(stream)
+    return bool(len(t) > 1 and np.any(np.diff(t) <= 0))
+
+
+def _codec_string(info: StreamInfo) -> str:
+    """The RFC 6381 codecs string the browser is asked whether it plays (a common profile)."""
+    assert info.video is not None
+    return {"h264": "avc1.640028", "av1": "av01.0.08M.08", "vp9": "vp09.00.40.08", "hevc": "hvc1.1.6.L120.90"}[
+        info.video.codec]
+
+
+def _scaled(image: np.ndarray) -> np.ndarray:
+    values = image.astype(np.float64)
+    finite = values[np.isfinite(values)]
+    lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
+    scaled = np.nan_to_num((values - lo) / max(hi - lo, 1e-12) * 255, nan=0.0).clip(0, 255).astype(np.uint8)
+    return scaled if scaled.ndim == 2 else scaled[..., :3]

@@ -1,0 +1,156 @@
+"""The segment list ``rayform view`` shows: each segment's latest catalog row, filtered, sorted
+and cut into pages on the server, so a store of a million segments opens at once.
+
+The catalog is read once (``Catalog.latest``: a few columns, a million rows in about a
+second) and kept while its parts are the same: a page asked more than ``CHECK_S`` seconds
+after the last look lists the catalog's refs (one listing) and reads it again only where an
+ingest or a compaction changed them. A filtered and sorted listing is kept too, so paging
+through it reads nothing again. Filters are the task (a substring, any case), a
+duration range, and a query in the language of ``--where`` (``recordings.query``), which
+reaches the metadata (``meta.success == false``).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import Counter, OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+from rayform.errors import InvalidInput
+from rayform.recordings import query
+from rayform.recordings.catalog import Catalog
+from rayform.recordings.catalog_parts import PREFIX
+
+CHECK_S = 2.0  # a catalog looked at this recently is not listed again
+PAGE_MAX = 500
+SORTS = {"recorded": "recorded", "duration": "duration_s", "name": "name", "task": "task", "id": "id",
+         "start": "start_ns", "site": "site"}
+_COLUMNS = ("id", "version", "site", "name", "task", "duration_s", "start_ns", "recorded", "meta", "stream_names")
+_KEPT = 8  # filtered listings kept for paging
+USUAL_OF = 10_000  # segments of a site read to find the streams its segments usually have
+
+
+@dataclass(frozen=True)
+class Filter:
+    """What the segment list is cut to: a site, a task substring, durations, a query."""
+
+    site: str | None = None
+    task: str = ""
+    min_duration: float | None = None
+    max_duration: float | None = None
+    where: str = ""
+    sort: str = "recorded"
+    descending: bool = False
+
+    def __post_init__(self) -> None:
+        if self.sort not in SORTS:
+            raise InvalidInput(f"sort {self.sort[:40]!r}: one of {', '.join(SORTS)}")
+        if len(self.task) > 400 or len(self.where) > 2000:
+            raise InvalidInput("a filter of more than 400 (task) or 2000 (query) characters")
+        if self.where:
+            query.parse(self.where)  # a syntax error is said before anything is read
+
+
+class SegmentTable:
+    """The latest rows of a store's catalog, as pages of a filtered, sorted listing."""
+
+    def __init__(self, catalog: Catalog):
+        self.catalog = catalog
+        self._lock = threading.Lock()
+        self._table: Any = None
+        self._looked_at = 0.0
+        self._parts: tuple[str, ...] | None = None
+        self._listings: OrderedDict[Filter, Any] = OrderedDict()
+        self._usual_streams: dict[str, frozenset[str]] = {}
+
+    def table(self) -> Any:
+        with self._lock:
+            if self._table is None or time.monotonic() - self._looked_at > CHECK_S:
+                parts = tuple(sorted(self.catalog.store.list_refs(PREFIX)))
+                self._looked_at = time.monotonic()
+                if parts != self._parts or self._table is None:
+                    self._table = self.catalog.latest(columns=list(_COLUMNS))
+                    self._parts = parts
+                    self._listings.clear()
+                    self._usual_streams.clear()
+            return self._table
+
+    def sites(self) -> list[dict[str, Any]]:
+        """Each site with its count of segments and their hours of recording."""
+        table = self.table()
+        if table.num_rows == 0:
+            return []
+        grouped = table.group_by("site").aggregate([("id", "count"), ("duration_s", "sum")])
+        rows = sorted(grouped.to_pylist(), key=lambda r: r["site"])
+        return [{"site": r["site"], "segments": r["id_count"], "hours": (r["duration_s_sum"] or 0) / 3600}
+                for r in rows]
+
+    def page(self, f: Filter, offset: int = 0, limit: int = 50) -> dict[str, Any]:
+        """Rows ``offset … offset + limit`` of the listing ``f`` makes, and how many it has."""
+        if offset < 0 or not 1 <= limit <= PAGE_MAX:
+            raise InvalidInput(f"offset {offset}, limit {limit}: offset 0 or more, limit 1..{PAGE_MAX}")
+        listing = self._listing(f)
+        rows = [_shown(r) for r in listing.slice(offset, limit).to_pylist()]
+        for row in rows:  # a stream most of its site's segments have and it lacks: a broken recording?
+            row["missing"] = sorted(self._usual(row["site"]) - set(row["streams"]))
+        return {"total": listing.num_rows, "offset": offset, "rows": rows}
+
+    def _usual(self, site: str) -> frozenset[str]:
+        """The streams most segments of ``site`` have (of the first ``USUAL_OF``)."""
+        import pyarrow.compute as pc
+
+        table = self.table()
+        with self._lock:
+            found = self._usual_streams.get(site)
+        if found is None:
+            mine = table.filter(pc.equal(table.column("site"), site)).slice(0, USUAL_OF)
+            counts = Counter(frozenset(names or ()) for names in mine.column("stream_names").to_pylist())
+            found = counts.most_common(1)[0][0] if counts else frozenset()
+            with self._lock:
+                self._usual_streams[site] = found
+        return found
+
+    def _listing(self, f: Filter) -> Any:
+        import pyarrow.compute as pc
+
+        table = self.table()
+        with self._lock:
+            found = self._listings.get(f)
+            if found is not None:
+                self._listings.move_to_end(f)
+                return found
+        if f.site:
+            table = table.filter(pc.equal(table.column("site"), f.site))
+        if f.task:
+            task = pc.fill_null(table.column("task"), "")
+            table = table.filter(pc.match_substring(task, f.task, ignore_case=True))
+        duration = pc.fill_null(table.column("duration_s"), 0.0)
+        if f.min_duration is not None:
+            table = table.filter(pc.greater_equal(duration, f.min_duration))
+            duration = pc.fill_null(table.column("duration_s"), 0.0)
+        if f.max_duration is not None:
+            table = table.filter(pc.less_equal(duration, f.max_duration))
+        if f.where:
+            table = query.select(table, f.where)
+        if f.sort != "recorded" or f.descending:
+            table = table.sort_by([(SORTS[f.sort], "descending" if f.descending else "ascending")])
+        with self._lock:
+            self._listings[f] = table
+            while len(self._listings) > _KEPT:
+                self._listings.popitem(last=False)
+        return table
+
+
+def _shown(row: dict[str, Any]) -> dict[str, Any]:
+    meta = row.get("meta")
+    try:
+        parsed = json.loads(meta) if meta else {}
+    except ValueError:
+        parsed = {}
+    return {"id": row["id"], "version": row["version"], "site": row["site"], "name": row["name"],
+            "task": row["task"] or "", "duration_s": row["duration_s"], "start_ns": row["start_ns"],
+            "recorded": row["recorded"], "streams": list(row["stream_names"] or []),
+            "meta": parsed if isinstance(parsed, dict) else {}}

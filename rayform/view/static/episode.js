@@ -1,0 +1,235 @@
+// rayform view: an episode's page. Its cameras play in sync with plots of every array and pose
+// stream on one clock (seconds from the segment's first timestamp): a recorded video played by
+// the browser drives the clock while it plays; frames are shown one by one otherwise.
+"use strict";
+
+function lastAtOrBefore(times, t) {
+  let lo = 0, hi = times.length - 1;
+  if (hi < 0 || t < times[0]) return 0;
+  while (lo < hi) {
+    const mid = (lo + hi + 1) >> 1;
+    if (times[mid] <= t) lo = mid; else hi = mid - 1;
+  }
+  return lo;
+}
+
+class Plot {
+  // One array stream: each element shown a line over the segment's time, a cursor at the clock.
+  // Its legend shows or hides an element (the first ten are shown).
+  constructor(name, s, duration, onSeek) {
+    this.s = s; this.duration = duration;
+    this.shown = new Set(s.labels.map((_, k) => k).slice(0, COLORS.length));
+    this.canvas = el("canvas", { "data-stream": name });
+    this.canvas.addEventListener("click", (e) => {
+      const box = this.canvas.getBoundingClientRect();
+      onSeek(((e.clientX - box.left) / box.width) * duration);
+    });
+    const legend = el("div", { class: "legend" }, s.labels.map((label, k) => {
+      const item = el("span", { class: this.shown.has(k) ? "on" : "off", style: `color:${color(k)}`,
+        title: "show or hide", "data-element": k }, `■ ${label}`);
+      item.addEventListener("click", () => {
+        if (this.shown.has(k)) this.shown.delete(k); else this.shown.add(k);
+        item.className = this.shown.has(k) ? "on" : "off";
+        this.base = null; this.draw(this.t || 0);
+      });
+      return item;
+    }));
+    this.node = el("div", { class: "plot" }, el("div", {}, el("b", {}, name), " ",
+      el("span", { class: "muted" }, `${s.kind}${s.units ? ", " + s.units : ""}`
+        + (s.labels.length > COLORS.length ? ` · ${s.labels.length} elements: click a name to show or hide it` : ""))),
+    legend, this.canvas);
+    this.base = null;
+  }
+
+  draw(t) {
+    this.t = t;
+    const c = this.canvas, ratio = window.devicePixelRatio || 1;
+    const w = Math.max(200, c.clientWidth) * ratio, h = 150 * ratio;
+    if (!this.base || this.base.width !== w) this.base = this.render(w, h);
+    c.width = w; c.height = h;
+    const g = c.getContext("2d");
+    g.drawImage(this.base, 0, 0);
+    const x = (t / Math.max(this.duration, 1e-9)) * w;
+    g.strokeStyle = "#000"; g.lineWidth = 1.5 * ratio;
+    g.beginPath(); g.moveTo(x, 0); g.lineTo(x, h); g.stroke();
+    c.dataset.cursorX = x.toFixed(1);
+  }
+
+  render(w, h) {
+    const base = document.createElement("canvas");
+    base.width = w; base.height = h;
+    const g = base.getContext("2d");
+    let lo = Infinity, hi = -Infinity;
+    const shown = this.s.values.map((column, k) => [column, k]).filter(([, k]) => this.shown.has(k));
+    for (const [column] of shown) for (const v of column) {
+      if (v !== null) { lo = Math.min(lo, v); hi = Math.max(hi, v); }
+    }
+    if (!isFinite(lo)) { lo = -1; hi = 1; }
+    if (hi - lo < 1e-12) { hi += 1; lo -= 1; }
+    const pad = 6, X = (t) => (t / Math.max(this.duration, 1e-9)) * w;
+    const Y = (v) => h - pad - ((v - lo) / (hi - lo)) * (h - 2 * pad);
+    g.fillStyle = "#888"; g.font = `${10 * (window.devicePixelRatio || 1)}px sans-serif`;
+    g.fillText(hi.toPrecision(4), 2, 12); g.fillText(lo.toPrecision(4), 2, h - 2);
+    shown.forEach(([column, k]) => {
+      g.strokeStyle = color(k); g.lineWidth = 1.2; g.beginPath();
+      let open = false;
+      column.forEach((v, i) => {
+        if (v === null) { open = false; return; }
+        const x = X(this.s.t[i]), y = Y(v);
+        if (open) g.lineTo(x, y); else { g.moveTo(x, y); open = true; }
+      });
+      g.stroke();
+    });
+    return base;
+  }
+}
+
+class Camera {
+  // A camera: its recorded video played by the browser where it can, else its frames one by one.
+  constructor(summary, s, clock) {
+    this.s = s; this.clock = clock; this.times = s.times; this.shown = -1;
+    this.offset = s.times.length ? s.times[0] : 0; // the MP4 starts at the stream's first frame
+    const base = `/api/segment/${encodeURIComponent(summary.id)}`;
+    this.frameUrl = (i) => `${base}/frame/${encodeURIComponent(s.name)}/${i}${q({ version: summary.version })}`;
+    const probe = document.createElement("video");
+    this.mode = s.mp4 && s.mime && probe.canPlayType(s.mime) !== "" ? "video" : "frames";
+    if (this.mode === "video") {
+      this.media = el("video", { muted: true, playsinline: true, preload: "auto", "data-camera": s.name,
+        src: `${base}/video/${encodeURIComponent(s.name)}${q({ version: summary.version })}` });
+      this.media.muted = true;
+      this.media.addEventListener("error", () => this.toFrames());
+    } else {
+      this.media = el("img", { alt: s.name, "data-camera": s.name });
+    }
+    this.label = el("div", { class: "muted" });
+    this.node = el("div", { class: "camera" }, el("div", {}, el("b", {}, s.name), " ",
+      el("span", { class: "badge" }, this.mode === "video" ? `${s.codec}, played as recorded` :
+        (s.codec ? `${s.codec}, frames` : s.encoding))), this.media, this.label);
+  }
+
+  toFrames() {
+    if (this.mode === "frames") return;
+    this.mode = "frames";
+    const img = el("img", { alt: this.s.name, "data-camera": this.s.name });
+    this.media.replaceWith(img);
+    this.media = img; this.shown = -1;
+    this.show(this.clock.t, false);
+  }
+
+  show(t, playing) {
+    const i = lastAtOrBefore(this.times, t);
+    this.label.textContent = `frame ${i + 1} of ${this.times.length}`;
+    this.node.dataset.frame = i;
+    if (this.mode === "video") {
+      const want = Math.max(0, t - this.offset);
+      if (playing) {
+        if (this.media.paused) this.media.play().catch(() => {});
+        if (Math.abs(this.media.currentTime - want) > 0.25) this.media.currentTime = want;
+      } else {
+        if (!this.media.paused) this.media.pause();
+        // the middle of frame i's span, so the browser shows frame i and not its neighbour
+        const next = i + 1 < this.times.length ? this.times[i + 1] : this.times[i] + 1 / 30;
+        const mid = (this.times[i] + next) / 2 - this.offset;
+        if (Math.abs(this.media.currentTime - mid) > 1e-3) this.media.currentTime = Math.max(0, mid);
+      }
+    } else if (i !== this.shown && !this.loading) {
+      this.shown = i; this.loading = true;
+      this.media.onload = this.media.onerror = () => { this.loading = false; };
+      this.media.src = this.frameUrl(i);
+    }
+  }
+}
+
+async function episodePage(main, id, version) {
+  const summary = await api(`/api/segment/${encodeURIComponent(id)}${q({ version })}`);
+  const series = await api(`/api/segment/${encodeURIComponent(id)}/series${q({ version: summary.version })}`);
+  const clock = { t: 0, playing: false, speed: 1 };
+  const duration = Math.max(summary.duration_s, 1e-6);
+  const cams = summary.streams.filter((s) => s.kind === "image").map((s) => new Camera(summary, s, clock));
+  const plots = Object.entries(series).map(([name, s]) => new Plot(name, s, duration, (t) => seek(t)));
+  const step = (() => {
+    const times = cams.length ? cams[0].times : [];
+    return times.length > 1 ? (times[times.length - 1] - times[0]) / (times.length - 1) : 1 / 30;
+  })();
+  const slider = el("input", { type: "range", min: 0, max: duration, step: "any", value: 0, id: "scrub",
+    "aria-label": "time" });
+  const time = el("span", { id: "time", class: "num" });
+  const play = el("button", { id: "play", title: "play or pause (space)" }, "▶ play");
+  const speed = el("select", { id: "speed" }, [0.25, 0.5, 1, 2, 4].map((v) => el("option", { value: v, selected: v === 1 }, `${v}×`)));
+  function render() {
+    time.textContent = `${clock.t.toFixed(3)} s / ${duration.toFixed(3)} s`;
+    time.dataset.t = clock.t.toFixed(4);
+    slider.value = clock.t;
+    for (const c of cams) c.show(clock.t, clock.playing);
+    for (const p of plots) p.draw(clock.t);
+  }
+  function seek(t) { clock.t = Math.min(Math.max(0, t), duration); render(); }
+  function stepFrames(n) {
+    if (clock.playing) toggle();
+    if (cams.length && cams[0].times.length) {
+      const times = cams[0].times, i = lastAtOrBefore(times, clock.t + 1e-9);
+      seek(times[Math.min(Math.max(0, i + n), times.length - 1)]);
+    } else seek(clock.t + n * step);
+  }
+  let last = 0, frame = 0;
+  function tick(now) {
+    if (!clock.playing) return;
+    const lead = cams.find((c) => c.mode === "video" && !c.media.paused && c.media.readyState >= 2);
+    // a playing video is the clock (the browser decodes at its own pace); else the wall clock
+    if (lead && clock.speed === 1) clock.t = lead.media.currentTime + lead.offset;
+    else clock.t += ((now - last) / 1000) * clock.speed;
+    last = now;
+    if (clock.t >= duration) { clock.t = duration; toggle(); }
+    render();
+    frame = requestAnimationFrame(tick);
+  }
+  function toggle() {
+    clock.playing = !clock.playing;
+    play.textContent = clock.playing ? "❚❚ pause" : "▶ play";
+    for (const c of cams) if (c.mode === "video") c.media.playbackRate = clock.speed;
+    if (clock.playing) {
+      if (clock.t >= duration) clock.t = 0;
+      last = performance.now(); frame = requestAnimationFrame(tick);
+    } else cancelAnimationFrame(frame);
+    render();
+  }
+  play.addEventListener("click", toggle);
+  speed.addEventListener("change", () => { clock.speed = Number(speed.value); for (const c of cams) if (c.mode === "video") c.media.playbackRate = clock.speed; });
+  slider.addEventListener("input", () => { if (clock.playing) toggle(); seek(Number(slider.value)); });
+  const keys = (e) => {
+    if (e.target instanceof HTMLInputElement && e.target.type !== "range") return;
+    if (e.key === " ") { e.preventDefault(); toggle(); }
+    else if (e.key === "ArrowRight") { e.preventDefault(); e.shiftKey ? seek(clock.t + 1) : stepFrames(1); }
+    else if (e.key === "ArrowLeft") { e.preventDefault(); e.shiftKey ? seek(clock.t - 1) : stepFrames(-1); }
+    else if (e.key === "Home") seek(0);
+    else if (e.key === "End") seek(duration);
+  };
+  document.addEventListener("keydown", keys);
+  window.addEventListener("resize", render);
+  teardown = () => {
+    clock.playing = false; cancelAnimationFrame(frame);
+    document.removeEventListener("keydown", keys); window.removeEventListener("resize", render);
+  };
+  const meta = el("dl", { class: "meta", id: "meta" }, Object.entries(summary.meta).map(([k, v]) =>
+    [el("dt", {}, k), el("dd", {}, typeof v === "string" ? v : JSON.stringify(v))]));
+  put(main, 
+    el("h1", { id: "title" }, summary.name),
+    el("div", { class: "muted" }, `${summary.id} @ ${summary.version.slice(0, 12)} · site ${summary.site} · `
+      + `${summary.duration_s.toFixed(2)} s · ${summary.versions.length} version(s)`),
+    summary.task ? el("div", { class: "task", id: "task" }, summary.task) : null,
+    el("div", { class: "controls" }, play,
+      el("button", { id: "back", title: "previous frame (←)", onclick: () => stepFrames(-1) }, "◀"),
+      el("button", { id: "forward", title: "next frame (→)", onclick: () => stepFrames(1) }, "▶|"),
+      slider, time, speed),
+    el("div", { class: "muted" }, "keys: ", el("span", { class: "kbd" }, "space"), " play · ",
+      el("span", { class: "kbd" }, "← →"), " a frame · ", el("span", { class: "kbd" }, "shift ← →"), " a second · click a plot to go there"),
+    el("div", { class: "cameras" }, cams.map((c) => c.node)),
+    plots.map((p) => p.node),
+    Object.keys(summary.meta).length ? [el("h2", {}, "Metadata"), meta] : null,
+    el("h2", {}, "Streams"),
+    el("table", {}, el("tr", {}, el("th", {}, "stream"), el("th", {}, "kind"), el("th", {}, "count"),
+      el("th", {}, "shape"), el("th", {}, "dtype"), el("th", {}, "encoding")),
+    summary.streams.map((s) => el("tr", {}, el("td", {}, s.name), el("td", {}, s.kind), el("td", { class: "num" }, s.count),
+      el("td", {}, `(${s.shape.join(", ")})`), el("td", {}, s.dtype), el("td", {}, s.codec || s.encoding || "")))));
+  render();
+}

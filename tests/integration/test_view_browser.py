@@ -1,0 +1,192 @@
+"""``rayform view``'s pages in a real browser: headless Chromium (Debian's ``chromium``) driven
+by Playwright. Each page of a demo store loads; a recorded video plays for a second with the
+clock and the plot cursor following it; a frame is stepped; the segment list filters, sorts
+and pages over 1,000 segments; text from the store stays text. Skipped, saying why, where
+Chromium or Playwright is absent (`.ci/run` installs Chromium where it can)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+
+import rayform
+from tests.conftest import ViewServer
+
+CHROMIUM = os.environ.get("RAYFORM_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+# As the machine's notes say: no background connections (the network is closed), no sandbox as root
+FLAGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         "--autoplay-policy=no-user-gesture-required"]
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    if CHROMIUM is None:
+        pytest.skip("no Chromium here (Debian: apt-get install chromium); the browser tests need one")
+    sync_api = pytest.importorskip("playwright.sync_api", reason="the test extra's playwright is not installed")
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser) -> Iterator[Any]:
+    # bypass_csp: Playwright's waits evaluate strings, which the pages' policy refuses; the
+    # store's text must then stay text by the pages' escaping alone (the policy is checked
+    # in test_view.py)
+    context = browser.new_context(viewport={"width": 1280, "height": 900}, bypass_csp=True)
+    p = context.new_page()
+    errors: list[str] = []
+    p.on("pageerror", lambda e: errors.append(str(e)))
+    p.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    p.errors = errors
+    yield p
+    context.close()
+
+
+def _open(page: Any, server: ViewServer, hash_: str, ready: str) -> None:
+    page.goto(f"{server.url}/#{hash_}")
+    page.wait_for_selector(ready, timeout=30_000)
+
+
+def _row(server: ViewServer, name: str) -> dict:
+    return next(r for r in server.json("/api/segments?limit=500")["rows"] if r["name"] == name)
+
+
+def test_home_lists_sites_and_slices_and_leads_to_a_site(page, view_demo):
+    server, _, s = view_demo
+    _open(page, server, "/", "#sites")
+    assert page.locator("#sites tr.row").count() == 2 and page.locator("#slices tr.row").count() == 1
+    page.click("#sites a:text('lab')")
+    page.wait_for_selector("#segments tr.row")
+    assert page.locator("#segments tr.row").count() == 2 and "of 2" in page.inner_text("#count")
+    assert not page.errors, page.errors
+
+
+def test_a_recorded_video_plays_in_sync_and_steps_a_frame(page, view_demo):
+    server, _, _ = view_demo
+    row = _row(server, "video-episode")
+    _open(page, server, f"/segment/{row['id']}?version={row['version']}", "video[data-camera='cam/rgb']")
+    page.wait_for_function("document.querySelector('video').readyState >= 2", timeout=30_000)
+    cursor = page.get_attribute("canvas[data-stream='joints']", "data-cursor-x")
+    page.click("#play")
+    page.wait_for_timeout(1000)
+    page.click("#play")  # pause
+    t = float(page.get_attribute("#time", "data-t"))
+    video_time = page.evaluate("document.querySelector('video').currentTime")
+    assert 0.4 < t < 2.5 and video_time > 0.3  # a second of play moved the clock and the video
+    assert float(page.get_attribute("canvas[data-stream='joints']", "data-cursor-x")) > float(cursor) + 10
+    frame = int(page.get_attribute(".camera", "data-frame"))
+    page.keyboard.press("ArrowRight")
+    page.wait_for_function(f"document.querySelector('.camera').dataset.frame === '{frame + 1}'")
+    stepped = float(page.get_attribute("#time", "data-t"))
+    assert abs(stepped - (frame + 1) / 30) < 1e-3  # on the next frame's own time
+    page.wait_for_function(f"Math.abs(document.querySelector('video').currentTime - {stepped}) < 1 / 30")
+    # a plot's legend hides an element and shows it again
+    drawn = "document.querySelector(\"canvas[data-stream='joints']\").toDataURL()"
+    before = page.evaluate(drawn)
+    page.click(".legend span[data-element='1']")
+    assert page.evaluate(drawn) != before and "off" in page.get_attribute(".legend span[data-element='1']", "class")
+    page.click(".legend span[data-element='1']")
+    assert page.evaluate(drawn) == before
+    assert not page.errors, page.errors
+
+
+def test_recorded_jpegs_play_frame_by_frame(page, view_demo):
+    server, _, _ = view_demo
+    row = _row(server, "episode_0000")
+    _open(page, server, f"/segment/{row['id']}", "img[data-camera='cam0/rgb']")
+    page.wait_for_function("document.querySelector(\"img[data-camera='cam0/rgb']\").naturalWidth > 0")
+    first = page.get_attribute("img[data-camera='cam0/rgb']", "src")
+    page.keyboard.press(" ")
+    page.wait_for_timeout(800)
+    page.keyboard.press(" ")
+    assert float(page.get_attribute("#time", "data-t")) > 0.3
+    assert page.get_attribute("img[data-camera='cam0/rgb']", "src") != first
+    assert not page.errors, page.errors
+
+
+def test_a_pack_page_shows_samples_and_statistics(page, view_demo):
+    server, _, s = view_demo
+    key = server.json(f"/api/slice/{s.id}")["packs"][0]["key"]
+    _open(page, server, f"/pack/{s.id}/{key}?sample=4", "#sample-meta")
+    page.wait_for_function("[...document.querySelectorAll('.camera img')].every(i => i.naturalWidth > 0)")
+    assert page.locator("canvas[data-chunk]").count() == 2 and page.locator("canvas[data-stats]").count() >= 2
+    assert "reads this pack by default" in page.inner_text("#pack-default")
+    page.click("#next-sample")
+    page.wait_for_function("location.hash.endsWith('sample=5')")
+    page.wait_for_selector("text=Sample 5")
+    assert not page.errors, page.errors
+
+
+def test_text_from_the_store_stays_text(page, view_demo):
+    server, _, _ = view_demo
+    hostile = '<img src=x onerror="window.__pwned=1">'
+    _open(page, server, "/segments?site=cams", "#segments tr.row")
+    assert hostile in page.inner_text("#segments")
+    row = _row(server, hostile)
+    _open(page, server, f"/segment/{row['id']}", "#title")
+    assert page.inner_text("#title") == hostile and "<script>" in page.inner_text("#task")
+    assert hostile in page.inner_text("#meta")
+    assert page.evaluate("window.__pwned") is None and page.locator("#main img[src=x]").count() == 0
+
+
+@pytest.fixture(scope="module")
+def thousand(tmp_path_factory) -> Iterator[tuple[ViewServer, list[str]]]:
+    """1,000 segments at one site, three of them broken: one lacks its camera's stream, one
+    ends after 0.2 s, one says it failed."""
+    client = rayform.Client(tmp_path_factory.mktemp("thousand") / "store")
+    added = []
+    for i in range(1000):
+        seconds = 0.2 if i == 517 else 5 + (i % 7)
+        t = np.arange(int(seconds * 10) + 1, dtype=np.int64) * 100_000_000
+        streams = [rayform.ArrayStream("joints", t, np.zeros((len(t), 3), np.float32))]
+        if i != 303:
+            streams.append(rayform.ArrayStream("cam/exposure", t, np.ones((len(t), 1), np.float32)))
+        added.append(("farm", f"ep-{i:04d}", streams, {"task": "sort parts", "success": i != 808}))
+    client.segments.add_many(added)
+    server = ViewServer(client.store.display)
+    yield server, ["ep-0303", "ep-0517", "ep-0808"]
+    server.stop()
+
+
+def test_a_broken_episode_is_found_among_a_thousand(page, thousand):
+    server, broken = thousand
+    _open(page, server, "/segments", "#segments tr.row")
+    assert "1–50 of 1000" in page.inner_text("#count") and page.locator("#segments tr.row").count() == 50
+    # the one missing its site's usual stream is flagged on its page of the list
+    _open(page, server, "/segments?sort=name&offset=300", "#segments tr.row")
+    flagged = page.locator("#segments td.missing")
+    assert flagged.count() == 1 and "no cam/exposure" in flagged.inner_text()
+    # the shortest, by sorting the duration column (twice: descending, then ascending)
+    page.click("th[data-sort='duration']")
+    page.wait_for_selector("th.sorted[data-sort='duration']")
+    first = page.locator("#segments tr.row").first.get_attribute("data-id")
+    assert page.locator("#segments tr.row td a").first.inner_text() == broken[1], first
+    # the failed one, by a query on its metadata
+    page.fill("input[name=where]", "meta.success == false")
+    page.click("#filters button")
+    page.wait_for_function("(document.querySelector('#count') || {}).textContent === '1–1 of 1'")
+    assert page.locator("#segments tr.row td a").first.inner_text() == broken[2]
+    page.locator("#segments tr.row td a").first.click()
+    page.wait_for_selector("#title")
+    assert page.inner_text("#title") == broken[2]
+
+
+def test_an_episode_page_draws(page, view_demo, tmp_path):
+    """The episode page's picture (the README's, docs/view-episode.png, is of the real G1
+    recording in ../shared/data/real, taken the same way)."""
+    server, _, _ = view_demo
+    row = _row(server, "video-episode")
+    _open(page, server, f"/segment/{row['id']}", "video[data-camera='cam/rgb']")
+    page.wait_for_function("document.querySelector('video').readyState >= 2")
+    page.keyboard.press("ArrowRight")
+    out = tmp_path / "episode.png"
+    page.screenshot(path=str(out))
+    assert out.stat().st_size > 10_000
