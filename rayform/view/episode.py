@@ -10,13 +10,14 @@ from __future__ import annotations
 import io
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
 
 import numpy as np
 
 from rayform.codec import imagecodec
-from rayform.errors import InvalidInput, Malformed, StreamNotFound
+from rayform.errors import InvalidInput, Malformed, SegmentNotFound, StreamNotFound
 from rayform.recordings.segment_reader import Segment
 from rayform.recordings.segments import Segments
 from rayform.recordings.streams import StreamInfo
@@ -32,10 +33,11 @@ class Episodes:
 
     KEPT = 16
 
-    def __init__(self, segments: Segments):
+    def __init__(self, segments: Segments, latest: Callable[[str], tuple[str, str | None] | None]):
         self.segments = segments
+        self.latest = latest  # a segment's latest version and its bundle (the list's table has them at hand)
         self._lock = threading.Lock()
-        self._open: OrderedDict[tuple[str, str | None], Segment] = OrderedDict()
+        self._open: OrderedDict[tuple[str, str], Segment] = OrderedDict()
         self._mp4: OrderedDict[tuple[str, str], bytes] = OrderedDict()
         self._mp4_bytes = 0
         # a stored video decodes with one decoder it keeps between frames (StoredVideo's
@@ -43,18 +45,32 @@ class Episodes:
         self._decoding = threading.Lock()
 
     def segment(self, segment_id: str, version: str | None) -> Segment:
-        key = (segment_id, version)
-        with self._lock:
-            found = self._open.get(key)
+        """A version of a segment (None: its latest), kept open for the page's next requests."""
+        found = self._kept(segment_id, version) if version is not None else None
+        if found is not None:
+            return found
+        latest = self.latest(segment_id)
+        if version is None:
+            if latest is None:
+                raise SegmentNotFound(f"{segment_id}: no such segment in {self.segments.store.display}")
+            version = latest[0]
+            found = self._kept(segment_id, version)
             if found is not None:
-                self._open.move_to_end(key)
                 return found
-        found = self.segments.get(segment_id, version)
+        # the latest version's bundle is at hand; an older one's is looked up in the catalog
+        found = self.segments.get(segment_id, version, latest[1] if latest and latest[0] == version else None)
         with self._lock:
-            self._open[key] = found
+            self._open[(segment_id, version)] = found
             while len(self._open) > self.KEPT:
                 self._open.popitem(last=False)
         return found
+
+    def _kept(self, segment_id: str, version: str) -> Segment | None:
+        with self._lock:
+            found = self._open.get((segment_id, version))
+            if found is not None:
+                self._open.move_to_end((segment_id, version))
+            return found
 
     def summary(self, segment_id: str, version: str | None) -> dict[str, Any]:
         """The segment's name, site, task, metadata, time span, and each stream: what it is,
@@ -76,7 +92,7 @@ class Episodes:
             streams.append(entry)
         return {"id": seg.id, "version": seg.version, "site": seg.site, "name": seg.name, "task": seg.task,
                 "meta": seg.meta, "start_ns": start, "duration_s": (end - start) / 1e9, "streams": streams,
-                "versions": self.segments.versions(seg.id)}
+                "latest": (self.latest(seg.id) or (seg.version,))[0]}
 
     def series(self, segment_id: str, version: str | None) -> dict[str, Any]:
         """Each array and pose stream: its times and values (at most ``PLOT_POINTS``, an even

@@ -19,6 +19,8 @@ from collections import Counter, OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from rayform.errors import InvalidInput
 from rayform.recordings import query
 from rayform.recordings.catalog import Catalog
@@ -28,7 +30,8 @@ CHECK_S = 2.0  # a catalog looked at this recently is not listed again
 PAGE_MAX = 500
 SORTS = {"recorded": "recorded", "duration": "duration_s", "name": "name", "task": "task", "id": "id",
          "start": "start_ns", "site": "site"}
-_COLUMNS = ("id", "version", "site", "name", "task", "duration_s", "start_ns", "recorded", "meta", "stream_names")
+_COLUMNS = ("id", "version", "bundle", "site", "name", "task", "duration_s", "start_ns", "end_ns", "recorded", "meta",
+            "stream_names")
 _KEPT = 8  # filtered listings kept for paging
 USUAL_OF = 10_000  # segments of a site read to find the streams its segments usually have
 
@@ -63,7 +66,7 @@ class SegmentTable:
         self._table: Any = None
         self._looked_at = 0.0
         self._parts: tuple[str, ...] | None = None
-        self._listings: OrderedDict[Filter, Any] = OrderedDict()
+        self._listings: OrderedDict[Filter, tuple[Any, np.ndarray]] = OrderedDict()
         self._usual_streams: dict[str, frozenset[str]] = {}
 
     def table(self) -> Any:
@@ -92,11 +95,23 @@ class SegmentTable:
         """Rows ``offset … offset + limit`` of the listing ``f`` makes, and how many it has."""
         if offset < 0 or not 1 <= limit <= PAGE_MAX:
             raise InvalidInput(f"offset {offset}, limit {limit}: offset 0 or more, limit 1..{PAGE_MAX}")
-        listing = self._listing(f)
-        rows = [_shown(r) for r in listing.slice(offset, limit).to_pylist()]
+        import pyarrow as pa
+
+        table, listed = self._listing(f)
+        rows = [_shown(r) for r in table.take(pa.array(listed[offset:offset + limit])).to_pylist()]
         for row in rows:  # a stream most of its site's segments have and it lacks: a broken recording?
             row["missing"] = sorted(self._usual(row["site"]) - set(row["streams"]))
-        return {"total": listing.num_rows, "offset": offset, "rows": rows}
+        return {"total": len(listed), "offset": offset, "rows": rows}
+
+    def latest(self, segment_id: str) -> tuple[str, str | None] | None:
+        """A segment's latest version and the bundle holding it (None: no such segment), from
+        the table the list shows (so opening it needs no look-up in the whole catalog)."""
+        import pyarrow.compute as pc
+
+        table = self.table()
+        found = table.select(["id", "version", "bundle"])
+        mine = found.filter(pc.equal(found.column("id"), segment_id)).to_pylist()
+        return (mine[0]["version"], mine[0]["bundle"]) if mine else None
 
     def _usual(self, site: str) -> frozenset[str]:
         """The streams most segments of ``site`` have (of the first ``USUAL_OF``)."""
@@ -106,42 +121,57 @@ class SegmentTable:
         with self._lock:
             found = self._usual_streams.get(site)
         if found is None:
-            mine = table.filter(pc.equal(table.column("site"), site)).slice(0, USUAL_OF)
+            names = table.select(["site", "stream_names"])
+            mine = names.filter(pc.equal(names.column("site"), site)).slice(0, USUAL_OF)
             counts = Counter(frozenset(names or ()) for names in mine.column("stream_names").to_pylist())
             found = counts.most_common(1)[0][0] if counts else frozenset()
             with self._lock:
                 self._usual_streams[site] = found
         return found
 
-    def _listing(self, f: Filter) -> Any:
+    def _listing(self, f: Filter) -> tuple[Any, np.ndarray]:
+        """The table and the rows of it ``f`` lists, in order: an index array (8 bytes a row),
+        not a copy of the table, so a few listings kept for paging cost little."""
+        import pyarrow as pa
         import pyarrow.compute as pc
 
         table = self.table()
         with self._lock:
             found = self._listings.get(f)
-            if found is not None:
+            if found is not None and found[0] is table:
                 self._listings.move_to_end(f)
                 return found
+        keep = np.ones(table.num_rows, bool)
         if f.site:
-            table = table.filter(pc.equal(table.column("site"), f.site))
+            keep &= _mask(pc.equal(table.column("site"), f.site))
         if f.task:
-            task = pc.fill_null(table.column("task"), "")
-            table = table.filter(pc.match_substring(task, f.task, ignore_case=True))
+            keep &= _mask(pc.match_substring(pc.fill_null(table.column("task"), ""), f.task, ignore_case=True))
         duration = pc.fill_null(table.column("duration_s"), 0.0)
         if f.min_duration is not None:
-            table = table.filter(pc.greater_equal(duration, f.min_duration))
-            duration = pc.fill_null(table.column("duration_s"), 0.0)
+            keep &= _mask(pc.greater_equal(duration, f.min_duration))
         if f.max_duration is not None:
-            table = table.filter(pc.less_equal(duration, f.max_duration))
-        if f.where:
-            table = query.select(table, f.where)
+            keep &= _mask(pc.less_equal(duration, f.max_duration))
+        rows = np.flatnonzero(keep)
+        if f.where:  # evaluated over the rows left (a query on metadata parses each row's JSON)
+            left = table if len(rows) == table.num_rows else table.take(pa.array(rows))
+            rows = rows[query.evaluate(query.parse(f.where), query.Columns(left))]
         if f.sort != "recorded" or f.descending:
-            table = table.sort_by([(SORTS[f.sort], "descending" if f.descending else "ascending")])
+            column = table.select([SORTS[f.sort]]).take(pa.array(rows))
+            order = pc.sort_indices(column, sort_keys=[(SORTS[f.sort], "descending" if f.descending else "ascending")])
+            rows = rows[order.to_numpy()]
+        found = (table, rows)
         with self._lock:
-            self._listings[f] = table
+            self._listings[f] = found
             while len(self._listings) > _KEPT:
                 self._listings.popitem(last=False)
-        return table
+        return found
+
+
+def _mask(values: Any) -> np.ndarray:
+    """An Arrow boolean column as a numpy mask (a null is false)."""
+    import pyarrow.compute as pc
+
+    return np.asarray(pc.fill_null(values, False).to_numpy(zero_copy_only=False), bool)
 
 
 def _shown(row: dict[str, Any]) -> dict[str, Any]:

@@ -56,7 +56,7 @@ class View:
     def __init__(self, client: Client, threads: int = 4):
         self.client = client
         self.table = SegmentTable(client.segments.catalog)
-        self.episodes = Episodes(client.segments)
+        self.episodes = Episodes(client.segments, self.table.latest)
         self.packs = PackPages(client.store, client.segments)
         self.pool = ThreadPoolExecutor(threads, thread_name_prefix="rayform-view")
 

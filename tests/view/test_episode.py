@@ -10,10 +10,15 @@ import pytest
 
 import rayform
 from rayform.codec import imagecodec
-from rayform.errors import InvalidInput, StreamNotFound
+from rayform.errors import InvalidInput, SegmentNotFound, StreamNotFound
 from rayform.view import episode
 from rayform.view.episode import Episodes
+from rayform.view.segment_table import SegmentTable
 from tests.conftest import recorded_video
+
+
+def _page(client: rayform.Client) -> Episodes:
+    return Episodes(client.segments, SegmentTable(client.segments.catalog).latest)
 
 
 def _decoded_mp4(data: bytes) -> tuple[list[np.ndarray], list[float]]:
@@ -27,7 +32,7 @@ def _decoded_mp4(data: bytes) -> tuple[list[np.ndarray], list[float]]:
 def test_summary_and_series_are_the_stored_values(shared_demo):
     client, s = shared_demo
     seg = s.segment(0)
-    page = Episodes(client.segments)
+    page = _page(client)
     summary = page.summary(seg.id, seg.version)
     start = min(int(seg.timestamps(n)[0]) for n in seg.streams)
     assert summary["start_ns"] == start and summary["version"] == seg.version
@@ -49,7 +54,7 @@ def test_a_long_stream_is_plotted_at_an_even_stride_and_nonfinite_values_are_nul
     v[10, 1] = np.nan
     ref = client.segments.add("lab", "long", [rayform.ArrayStream("x", t, v)], allow_nonfinite=True)
     monkeypatch.setattr(episode, "PLOT_POINTS", 100)
-    s = Episodes(client.segments).series(ref.id, ref.version)["x"]
+    s = _page(client).series(ref.id, ref.version)["x"]
     assert s["stride"] == 10 and len(s["t"]) == 100
     assert s["values"][0] == list(v[::10, 0]) and s["values"][1][1] is None
     assert s["values"][1][2] == v[20, 1]
@@ -58,23 +63,23 @@ def test_a_long_stream_is_plotted_at_an_even_stride_and_nonfinite_values_are_nul
 def test_frames_are_the_recorded_bytes_or_encoded_from_raw(shared_demo, client):
     demo, s = shared_demo
     seg = s.segment(1)
-    data, kind = Episodes(demo.segments).frame(seg.id, seg.version, "cam0/rgb", 3)
+    data, kind = _page(demo).frame(seg.id, seg.version, "cam0/rgb", 3)
     assert kind == "image/jpeg" and data == bytes(seg.frame_bytes("cam0/rgb", 3))
     t = np.arange(3, dtype=np.int64) * 33_000_000
     raw = np.stack([np.full((8, 8), 40 * k, np.uint16) + np.arange(8, dtype=np.uint16) for k in range(3)])
     ref = client.segments.add("lab", "depth", [rayform.ImageStream("depth", t, raw)])
-    data, kind = Episodes(client.segments).frame(ref.id, ref.version, "depth", 2)
+    data, kind = _page(client).frame(ref.id, ref.version, "depth", 2)
     image = imagecodec.decode(data, "jpeg")
     assert kind == "image/jpeg" and image.shape[:2] == (8, 8)
     assert image[..., 0][0, 7] > image[..., 0][0, 0]  # scaled to its range: the ramp is seen
     with pytest.raises(InvalidInput):
-        Episodes(client.segments).frame(ref.id, ref.version, "depth", 3)
+        _page(client).frame(ref.id, ref.version, "depth", 3)
 
 
 def test_a_recorded_h264_plays_as_recorded(client):
     stream, frames = recorded_video(frames=24, lead=2)
     ref = client.segments.add("lab", "video", [stream])
-    page = Episodes(client.segments)
+    page = _page(client)
     cam = page.summary(ref.id, ref.version)["streams"][0]
     assert cam["mp4"] and cam["mime"].startswith('video/mp4; codecs="avc1')
     data = page.mp4(ref.id, ref.version, "cam/rgb")
@@ -91,7 +96,7 @@ def test_a_recorded_av1_from_lerobot_plays_as_recorded(real_data, client):
     row = client.segments.list("so101")[0]
     seg = client.segments.get(row.id, row.version)
     name = next(n for n, i in seg.streams.items() if i.is_video)
-    data = Episodes(client.segments).mp4(seg.id, seg.version, name)
+    data = _page(client).mp4(seg.id, seg.version, name)
     decoded, times = _decoded_mp4(data)
     video = seg.video(name)
     assert len(decoded) == video.video.packets
@@ -106,6 +111,18 @@ def test_values_are_not_a_camera(shared_demo):
     client, s = shared_demo
     seg = s.segment(0)
     with pytest.raises(StreamNotFound):
-        Episodes(client.segments).frame(seg.id, seg.version, "joints/position", 0)
+        _page(client).frame(seg.id, seg.version, "joints/position", 0)
     with pytest.raises(InvalidInput):
-        Episodes(client.segments).mp4(seg.id, seg.version, "cam0/rgb")  # JPEGs: frames, not a video
+        _page(client).mp4(seg.id, seg.version, "cam0/rgb")  # JPEGs: frames, not a video
+
+
+def test_an_older_version_says_so_and_no_version_is_the_latest(client):
+    t = np.arange(5, dtype=np.int64) * 100_000_000
+    old = client.segments.add("lab", "ep", [rayform.ArrayStream("x", t, np.zeros((5, 1), np.float32))])
+    new = client.segments.add("lab", "ep", [rayform.ArrayStream("x", t, np.ones((5, 1), np.float32))])
+    assert old.id == new.id and old.version != new.version
+    page = _page(client)
+    assert page.summary(old.id, old.version)["latest"] == new.version
+    assert page.summary(old.id, None)["version"] == new.version
+    with pytest.raises(SegmentNotFound):
+        page.summary("seg_000000000000", None)

@@ -215,7 +215,9 @@ async function episodePage(main, id, version) {
   put(main, 
     el("h1", { id: "title" }, summary.name),
     el("div", { class: "muted" }, `${summary.id} @ ${summary.version.slice(0, 12)} · site ${summary.site} · `
-      + `${summary.duration_s.toFixed(2)} s · ${summary.versions.length} version(s)`),
+      + `${summary.duration_s.toFixed(2)} s · `,
+      summary.latest === summary.version ? "its latest version"
+        : el("a", { href: segmentLink(summary.id, summary.latest) }, "an older version: see the latest")),
     summary.task ? el("div", { class: "task", id: "task" }, summary.task) : null,
     el("div", { class: "controls" }, play,
       el("button", { id: "back", title: "previous frame (←)", onclick: () => stepFrames(-1) }, "◀"),
