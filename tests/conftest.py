@@ -491,7 +491,7 @@ def view_demo(tmp_path_factory) -> Iterator[tuple[ViewServer, rayform.Client, ra
     client = rayform.Client(root / "store")
     s = client.slices.create(ingest_demo(client, "lab", SMALL_DEMO), name="small")
     client.pack(s, 15, workers=1, progress=False)
-    stream, _ = recorded_video(frames=90, size=64)
+    stream, _ = recorded_video(frames=90, lead=3, size=64)  # a lead-in: the MP4 starts 0.1 s before the frames
     t = stream.timestamps
     wave = np.stack([np.sin(t / 1e9 * 3), np.cos(t / 1e9 * 2)], axis=1).astype(np.float32)
     client.segments.add("cams", "video-episode", [stream, rayform.ArrayStream("joints", t, wave)],

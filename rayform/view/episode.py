@@ -23,7 +23,8 @@ from rayform.recordings.segments import Segments
 from rayform.recordings.streams import StreamInfo
 
 PLOT_POINTS = 4000  # a plot's points at most (a long stream is read at an even stride)
-BROWSER_CODECS = {"h264": "avc1", "av1": "av01", "vp9": "vp09", "hevc": "hvc1"}  # MP4 sample entries
+# what a browser is asked whether it plays (RFC 6381 codecs strings of a common profile each)
+BROWSER_CODECS = {"h264": "avc1.640028", "av1": "av01.0.08M.08", "vp9": "vp09.00.40.08", "hevc": "hvc1.1.6.L120.90"}
 MP4_KEPT_BYTES = 512 << 20  # remuxed videos kept for the browser's range requests
 _TIMESCALE = 90_000
 
@@ -88,7 +89,11 @@ class Episodes:
                 entry["codec"] = info.video.codec if info.video is not None else None
                 entry["mp4"] = info.video is not None and info.video.codec in BROWSER_CODECS \
                     and not _odd_times(seg, name)
-                entry["mime"] = (f'video/mp4; codecs="{_codec_string(info)}"' if entry["mp4"] else None)
+                if entry["mp4"]:
+                    assert info.video is not None
+                    entry["mime"] = f'video/mp4; codecs="{BROWSER_CODECS[info.video.codec]}"'
+                    # the MP4's time 0 is its first packet's, a lead-in's before the first frame
+                    entry["mp4_start"] = (int(seg.video(name).packet_times.min()) - start) / 1e9
             streams.append(entry)
         return {"id": seg.id, "version": seg.version, "site": seg.site, "name": seg.name, "task": seg.task,
                 "meta": seg.meta, "start_ns": start, "duration_s": (end - start) / 1e9, "streams": streams,
@@ -133,7 +138,7 @@ class Episodes:
 
     def mp4(self, segment_id: str, version: str | None, stream: str) -> bytes:
         """A recorded video's packets as an MP4 the browser plays (each packet's time kept, from
-        0 at the stream's first frame)."""
+        0 at its first packet's: ``summary``'s ``mp4_start`` says when that is)."""
         seg = self.segment(segment_id, version)
         info = _camera(seg, stream)
         if info.video is None or info.video.codec not in BROWSER_CODECS:
@@ -219,13 +224,6 @@ def _odd_times(seg: Segment, stream: str) -> bool:
     repeat): the page then shows its frames one by one."""
     t = seg.timestamps(stream)
     return bool(len(t) > 1 and np.any(np.diff(t) <= 0))
-
-
-def _codec_string(info: StreamInfo) -> str:
-    """The RFC 6381 codecs string the browser is asked whether it plays (a common profile)."""
-    assert info.video is not None
-    return {"h264": "avc1.640028", "av1": "av01.0.08M.08", "vp9": "vp09.00.40.08", "hevc": "hvc1.1.6.L120.90"}[
-        info.video.codec]
 
 
 def _scaled(image: np.ndarray) -> np.ndarray:

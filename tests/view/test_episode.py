@@ -88,6 +88,8 @@ def test_a_recorded_h264_plays_as_recorded(client):
     assert len(decoded) == 24 and np.allclose(np.diff(times), 1 / 30, atol=1e-4)
     for k, image in enumerate(frames):  # the stored frames, bit for bit: not one pixel re-encoded
         assert np.array_equal(decoded[k + 2], image)
+        # and at the page's time of that frame: the MP4's time plus where the MP4 starts
+        assert times[k + 2] + cam["mp4_start"] == pytest.approx(cam["times"][k], abs=2e-5)
     assert page.mp4(ref.id, ref.version, "cam/rgb") is data  # kept for the browser's range requests
 
 

@@ -88,7 +88,7 @@ class Camera {
   // A camera: its recorded video played by the browser where it can, else its frames one by one.
   constructor(summary, s, clock) {
     this.s = s; this.clock = clock; this.times = s.times; this.shown = -1;
-    this.offset = s.times.length ? s.times[0] : 0; // the MP4 starts at the stream's first frame
+    this.offset = s.mp4_start ?? (s.times.length ? s.times[0] : 0); // the MP4's time 0 on the page's clock
     const base = `/api/segment/${encodeURIComponent(summary.id)}`;
     this.frameUrl = (i) => `${base}/frame/${encodeURIComponent(s.name)}/${i}${q({ version: summary.version })}`;
     const probe = document.createElement("video");
