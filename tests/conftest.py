@@ -221,17 +221,19 @@ def segment_manifest(client: rayform.Client, segment: Any) -> dict:
 
 
 def recorded_video(frames: int = 12, lead: int = 0, size: int = 64, name: str = "cam/rgb",
-                   seed: int = 0, crf: int | None = None) -> tuple[rayform.VideoStream, list[np.ndarray]]:
-    """A camera's H.264 (a keyframe every 4 frames, at ``crf``) as a recorder keeps it, and its
-    frames as decoded; the first ``lead`` frames are a lead-in before the segment's first."""
+                   seed: int = 0, crf: int | None = None,
+                   codec: str = "h264") -> tuple[rayform.VideoStream, list[np.ndarray]]:
+    """A camera's H.264 (or ``codec``: a keyframe every 4 frames, at ``crf``) as a recorder
+    keeps it, and its frames as decoded; the first ``lead`` frames are a lead-in before the
+    segment's first."""
     from rayform.codec.video import PyAVDecoder
     from rayform.codec.video_encoder import VideoCodec
 
-    clip = VideoCodec("h264", crf, clip_frames=4).encode(moving_texture(frames, size, seed), 30)
+    clip = VideoCodec(codec, crf, clip_frames=4).encode(moving_texture(frames, size, seed), 30)
     decoded = PyAVDecoder().decode(clip, range(frames), None, "source")
     times = np.arange(frames, dtype=np.int64) * (1_000_000_000 // 30)
     stream = rayform.VideoStream(name, times[lead:], list(clip.packets), times,
-                                 np.isin(np.arange(frames), clip.keys), "h264", size, size, clip.extradata)
+                                 np.isin(np.arange(frames), clip.keys), codec, size, size, clip.extradata)
     return stream, [decoded[i] for i in range(lead, frames)]
 
 
@@ -496,6 +498,8 @@ def view_demo(tmp_path_factory) -> Iterator[tuple[ViewServer, rayform.Client, ra
     wave = np.stack([np.sin(t / 1e9 * 3), np.cos(t / 1e9 * 2)], axis=1).astype(np.float32)
     client.segments.add("cams", "video-episode", [stream, rayform.ArrayStream("joints", t, wave)],
                         {"task": "stack the cups"})
+    hevc, _ = recorded_video(frames=30, size=64, codec="hevc")  # a codec Chromium does not play
+    client.segments.add("cams", "hevc-episode", [hevc])
     hostile = '<img src=x onerror="window.__pwned=1">'
     client.segments.add("cams", hostile, [rayform.ArrayStream("joints", t, wave)],
                         {"task": f"<script>window.__pwned=2</script>{hostile}", hostile: hostile})

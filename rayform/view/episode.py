@@ -96,7 +96,7 @@ class Episodes:
                     entry["mp4_start"] = (int(seg.video(name).packet_times.min()) - start) / 1e9
             streams.append(entry)
         return {"id": seg.id, "version": seg.version, "site": seg.site, "name": seg.name, "task": seg.task,
-                "meta": seg.meta, "start_ns": start, "duration_s": (end - start) / 1e9, "streams": streams,
+                "meta": seg.meta, "start_ns": start, "duration_s": round((end - start) / 1e9, 6), "streams": streams,
                 "latest": (self.latest(seg.id) or (seg.version,))[0]}
 
     def series(self, segment_id: str, version: str | None) -> dict[str, Any]:

@@ -4,7 +4,9 @@
 "use strict";
 
 function lastAtOrBefore(times, t) {
+  // times come rounded to the microsecond: a clock within one of a frame's time is at it
   let lo = 0, hi = times.length - 1;
+  t += 1e-6;
   if (hi < 0 || t < times[0]) return 0;
   while (lo < hi) {
     const mid = (lo + hi + 1) >> 1;
@@ -112,7 +114,7 @@ class Camera {
     this.mode = "frames";
     const img = el("img", { alt: this.s.name, "data-camera": this.s.name });
     this.media.replaceWith(img);
-    this.media = img; this.shown = -1;
+    this.media = img; this.shown = -1; this.loading = false;
     this.show(this.clock.t, false);
   }
 
@@ -132,11 +134,18 @@ class Camera {
         const mid = (this.times[i] + next) / 2 - this.offset;
         if (Math.abs(this.media.currentTime - mid) > 1e-3) this.media.currentTime = Math.max(0, mid);
       }
-    } else if (i !== this.shown && !this.loading) {
-      this.shown = i; this.loading = true;
-      this.media.onload = this.media.onerror = () => { this.loading = false; };
-      this.media.src = this.frameUrl(i);
+    } else {
+      this.wanted = i;
+      this.fetchWanted();
     }
+  }
+
+  fetchWanted() {
+    // one frame asked at a time; the one wanted when it arrives is asked next (none is lost)
+    if (this.loading || this.wanted === this.shown) return;
+    this.shown = this.wanted; this.loading = true;
+    this.media.onload = this.media.onerror = () => { this.loading = false; this.fetchWanted(); };
+    this.media.src = this.frameUrl(this.shown);
   }
 }
 
@@ -167,7 +176,7 @@ async function episodePage(main, id, version) {
   function stepFrames(n) {
     if (clock.playing) toggle();
     if (cams.length && cams[0].times.length) {
-      const times = cams[0].times, i = lastAtOrBefore(times, clock.t + 1e-9);
+      const times = cams[0].times, i = lastAtOrBefore(times, clock.t);
       seek(times[Math.min(Math.max(0, i + n), times.length - 1)]);
     } else seek(clock.t + n * step);
   }
