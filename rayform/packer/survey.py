@@ -13,6 +13,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+import numpy as np
+
 from rayform.errors import InvalidInput
 from rayform.pack.layout import StreamSchema
 from rayform.pack.spec import PackSpec
@@ -50,10 +52,16 @@ def survey(slice_: Slice, spec: PackSpec) -> Survey:
 
 
 def _common_streams(slice_: Slice) -> tuple[str, ...]:
-    """The streams every segment of the slice has (its manifests read, nothing else)."""
-    common: set[str] | None = None
+    """The streams every segment of the slice has: the catalog's stream names of the versions
+    it lists, the manifests of the others (a store from before catalogs, a slice of versions
+    the catalog lost)."""
     segments = Segments(slice_.store)
-    for s in slice_.segments:
+    listed = slice_.segments
+    counts, unlisted = segments.catalog.stream_counts(listed.versions())
+    common: set[str] | None = {n for n, c in counts.items() if c == len(listed) - int(unlisted.sum())} \
+        if not unlisted.all() else None
+    for i in np.flatnonzero(unlisted).tolist():
+        s = listed[i]
         manifest, _ = segments.manifest(s.id, s.version, s.bundle)
         names = set(mapping(manifest.get("streams"), f"segment manifest of {s.id}"))
         common = names if common is None else common & names

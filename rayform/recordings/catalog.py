@@ -136,6 +136,23 @@ class Catalog:
         order = np.lexsort((np.arange(mine.num_rows), mine.column("recorded").to_numpy()))
         return list(dict.fromkeys(mine.column("version").to_numpy(zero_copy_only=False)[order].tolist()))
 
+    def stream_counts(self, versions: np.ndarray) -> tuple[dict[str, int], np.ndarray]:
+        """For segment versions (their 32 bytes, a ``V32`` array): how many of those the
+        catalog lists have each stream, and which it does not list (a mask; their streams
+        are in their manifests). One read of two columns, however many versions."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        table = self.table(columns=["version", "stream_names"])
+        table = table.filter(pc.is_valid(table.column("stream_names")))  # a legacy ref's row says none
+        keys = hex_bytes(table.column("version").to_pylist(), 32)
+        order = np.argsort(keys, kind="stable")
+        at = np.minimum(np.searchsorted(keys[order], versions), max(0, len(keys) - 1))
+        listed = (keys[order][at] == versions) if len(keys) else np.zeros(len(versions), bool)
+        names = table.column("stream_names").take(pa.array(order[at][listed]))
+        counts = pc.value_counts(pc.list_flatten(names)).to_pylist() if len(names) else []
+        return {c["values"]: c["counts"] for c in counts}, ~listed
+
     def rows(self, versions: Sequence[tuple[str, str]]) -> list[CatalogRow | None]:
         """The row of each ``(segment id, version)`` (its first, where several list it), or None
         for one no part lists (a per-segment ref's, whose manifest says the rest)."""

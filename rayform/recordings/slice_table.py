@@ -220,6 +220,12 @@ class SliceSegments(Sequence[SliceSegment]):
         ids, first = np.unique(self._ids, return_index=True)
         return {"seg_" + bytes(x).hex(): int(i) for x, i in zip(ids, first)}
 
+    def versions(self) -> np.ndarray:
+        """Every segment's version as its 32 bytes (``V32``), in the slice's order."""
+        if self._listed is not None:
+            return hex_bytes([s.version for s in self._listed], 32)
+        return self._versions
+
     def arrays(self) -> dict[str, Any]:
         """The columns themselves (a table's), for code that works on a whole slice at once."""
         if self._listed is not None:

@@ -213,3 +213,44 @@ def test_appends_keep_a_site_to_a_few_parts_every_row_kept_in_order(tmp_path):
     names = [r["name"] for r in client.segments.catalog.table().to_pylist()]
     expected = [f"ep-{10 * k + i:06d}" for k in range(3 * AUTO_PARTS) for i in range(1 + k % 3)]
     assert names == expected
+
+
+def test_stream_counts_are_the_catalogs_and_say_what_it_does_not_list(tmp_path):
+    root = tmp_path / "store"
+    old = _legacy_store(root)  # versions only refs name: their rows have no stream names
+    client = rayform.Client(root)
+    t = np.arange(5, dtype=np.int64) * 100_000_000
+    with_cam = [rayform.ArrayStream("joints", t, np.zeros((5, 2), np.float32)),
+                rayform.ArrayStream("cam/exposure", t, np.ones((5, 1), np.float32))]
+    a = client.segments.add("lab", "a", with_cam)
+    b = client.segments.add("lab", "b", with_cam[:1])
+    from rayform.recordings.catalog import hex_bytes
+
+    unknown = "ab" * 32
+    versions = hex_bytes([a.version, b.version, a.version, old[0].version, unknown], 32)
+    counts, unlisted = client.segments.catalog.stream_counts(versions)
+    assert counts == {"joints": 3, "cam/exposure": 2}  # a twice, as the slice lists it
+    assert unlisted.tolist() == [False, False, False, True, True]
+
+
+def test_a_packs_common_streams_read_the_catalog_and_the_manifests_it_lacks(tmp_path, monkeypatch):
+    from rayform.packer.survey import _common_streams
+
+    root = tmp_path / "store"
+    old = _legacy_store(root)
+    client = rayform.Client(root)
+    t = np.arange(10, dtype=np.int64) * 100_000_000
+    new = client.segments.add("lab", "new", [rayform.ArrayStream("joints", t, np.zeros((10, 2), np.float32)),
+                                             rayform.ArrayStream("extra", t, np.zeros((10, 1), np.float32))])
+    both = client.slices.create([{"id": o.id, "version": o.version} for o in old] + [new], name="both")
+    fresh = client.slices.create([new], name="new")
+    read = []
+    real = client.segments.manifest.__func__
+
+    def manifest(self, *args, **kwargs):
+        read.append(args[0])
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr("rayform.recordings.segments.Segments.manifest", manifest)
+    assert _common_streams(fresh) == ("extra", "joints") and read == []  # the catalog said it all
+    assert _common_streams(both) == ("joints",) and sorted(read) == sorted(o.id for o in old)
