@@ -415,3 +415,21 @@ def test_segments_by_query_listed_limited_sliced_and_compacted(tmp_path):
     assert len(list((store / "refs" / "catalog" / "s2").glob("*.json"))) == 1
     again = run("segments", "ls", store=store).stdout.splitlines()
     assert len(again) == 7 and again == run("segments", "ls", store=store).stdout.splitlines()
+
+
+def test_view_without_its_extra_or_its_port_is_one_line(demo_store, tmp_path):
+    import socket
+
+    store, _ = demo_store
+    fake = tmp_path / "no-aiohttp" / "aiohttp"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise ImportError('aiohttp is not installed')\n")
+    r = run("view", store=store, env={"PYTHONPATH": str(fake.parent)})
+    assert r.returncode == 2 and r.stderr.strip().splitlines() == [
+        'rayform: error: rayform view needs the view extra: pip install "rayform[view]"'], r.stderr
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        r = run("view", "--port", str(taken.getsockname()[1]), store=store)
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and len(lines) == 1 and "try --port 0" in lines[0], r.stderr
