@@ -26,6 +26,7 @@ PLOT_POINTS = 4000  # a plot's points at most (a long stream is read at an even 
 # what a browser is asked whether it plays (RFC 6381 codecs strings of a common profile each)
 BROWSER_CODECS = {"h264": "avc1.640028", "av1": "av01.0.08M.08", "vp9": "vp09.00.40.08", "hevc": "hvc1.1.6.L120.90"}
 MP4_KEPT_BYTES = 512 << 20  # remuxed videos kept for the browser's range requests
+MP4_MAX_BYTES = 1 << 30  # a longer recording is shown frame by frame (a remux is held in memory whole)
 _TIMESCALE = 90_000
 
 
@@ -87,8 +88,7 @@ class Episodes:
                 entry["encoding"] = info.encoding
                 entry["times"] = _seconds(seg.timestamps(name), start).tolist()
                 entry["codec"] = info.video.codec if info.video is not None else None
-                entry["mp4"] = info.video is not None and info.video.codec in BROWSER_CODECS \
-                    and not _odd_times(seg, name)
+                entry["mp4"] = _playable(seg, name)
                 if entry["mp4"]:
                     assert info.video is not None
                     entry["mime"] = f'video/mp4; codecs="{BROWSER_CODECS[info.video.codec]}"'
@@ -140,9 +140,10 @@ class Episodes:
         """A recorded video's packets as an MP4 the browser plays (each packet's time kept, from
         0 at its first packet's: ``summary``'s ``mp4_start`` says when that is)."""
         seg = self.segment(segment_id, version)
-        info = _camera(seg, stream)
-        if info.video is None or info.video.codec not in BROWSER_CODECS:
-            raise InvalidInput(f"{seg.id}: {stream} is not a recorded video a browser plays; its frames are shown")
+        _camera(seg, stream)  # StreamNotFound for values
+        if not _playable(seg, stream):
+            raise InvalidInput(f"{seg.id}: {stream} is not a recorded video a browser plays (or it is over "
+                               f"{MP4_MAX_BYTES >> 20} MiB); its frames are shown")
         key = (seg.version, stream)
         with self._lock:
             found = self._mp4.get(key)
@@ -219,11 +220,15 @@ def _camera(seg: Segment, stream: str) -> StreamInfo:
     return info
 
 
-def _odd_times(seg: Segment, stream: str) -> bool:
-    """Whether a video's frames cannot be found by time in an MP4 of its packets (times that
-    repeat): the page then shows its frames one by one."""
+def _playable(seg: Segment, stream: str) -> bool:
+    """Whether a camera is a recorded video the page plays as an MP4 of its packets: a codec
+    browsers play, frames found by time (none repeats one), at most ``MP4_MAX_BYTES``. Else
+    the page shows its frames one by one."""
+    info = seg.stream(stream)
+    if info.video is None or info.video.codec not in BROWSER_CODECS:
+        return False
     t = seg.timestamps(stream)
-    return bool(len(t) > 1 and np.any(np.diff(t) <= 0))
+    return not (len(t) > 1 and np.any(np.diff(t) <= 0)) and int(seg.frame_sizes(stream).sum()) <= MP4_MAX_BYTES
 
 
 def _scaled(image: np.ndarray) -> np.ndarray:

@@ -128,3 +128,14 @@ def test_an_older_version_says_so_and_no_version_is_the_latest(client):
     assert page.summary(old.id, None)["version"] == new.version
     with pytest.raises(SegmentNotFound):
         page.summary("seg_000000000000", None)
+
+
+def test_a_recording_too_long_to_remux_whole_is_shown_frame_by_frame(client, monkeypatch):
+    stream, _ = recorded_video(frames=12)
+    ref = client.segments.add("lab", "video", [stream])
+    monkeypatch.setattr(episode, "MP4_MAX_BYTES", 100)
+    page = _page(client)
+    assert page.summary(ref.id, ref.version)["streams"][0]["mp4"] is False
+    with pytest.raises(InvalidInput):
+        page.mp4(ref.id, ref.version, "cam/rgb")
+    assert page.frame(ref.id, ref.version, "cam/rgb", 11)[1] == "image/jpeg"
