@@ -145,7 +145,7 @@ class Catalog:
 
         table = self.table(columns=["version", "stream_names"])
         table = table.filter(pc.is_valid(table.column("stream_names")))  # a legacy ref's row says none
-        keys = hex_bytes(table.column("version").to_pylist(), 32)
+        keys = version_bytes(table.column("version"))
         order = np.argsort(keys, kind="stable")
         at = np.minimum(np.searchsorted(keys[order], versions), max(0, len(keys) - 1))
         listed = (keys[order][at] == versions) if len(keys) else np.zeros(len(versions), bool)
@@ -232,6 +232,19 @@ class _Index:
         return self.bundles, np.where(self.keys[at] == wanted, self.bundle[at], -1).astype(np.int32)
 
 
+def version_bytes(versions: Any) -> np.ndarray:
+    """An Arrow column of versions (64 lowercase hex, as catalog parts are checked to hold) as
+    their 32 bytes (``V32``), read from its buffers: no Python string made."""
+    out = []
+    for chunk in versions.chunks:
+        digits = fixed_width(chunk, 64) if not chunk.null_count else None
+        if digits is None:
+            raise Malformed("a catalog's versions are not all 64 hex digits")
+        nibbles = _NIBBLE[digits]
+        out.append(np.ascontiguousarray((nibbles[:, 0::2] << 4) | nibbles[:, 1::2]).view("V32").ravel())
+    return np.concatenate(out) if out else np.zeros(0, "V32")
+
+
 def hex_bytes(values: list[str], size: int) -> np.ndarray:
     """Hex strings of ``size`` bytes each, as a ``V<size>`` array (one join, one decode)."""
     if not values:
@@ -276,6 +289,7 @@ def latest_mask(table: Any) -> np.ndarray | None:
 
 _DIGIT = np.zeros(256, np.uint64)
 _DIGIT[np.frombuffer(b"0123456789abcdef", np.uint8)] = np.arange(16, dtype=np.uint64)
+_NIBBLE = _DIGIT.astype(np.uint8)
 
 
 def id_numbers(ids: Any) -> np.ndarray:
