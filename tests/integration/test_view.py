@@ -21,7 +21,7 @@ def _tree(root: Path) -> dict[str, str]:
 def test_routes_answer_what_the_store_holds(view_demo):
     server, client, s = view_demo
     sites = server.json("/api/sites")
-    assert {x["site"]: x["segments"] for x in sites} == {"lab": 2, "cams": 2}
+    assert {x["site"]: x["segments"] for x in sites} == {"lab": 2, "cams": 3}
     page = server.json("/api/segments?site=cams&task=CUPS")
     assert [r["name"] for r in page["rows"]] == ["video-episode"] and page["total"] == 1
     video = page["rows"][0]
