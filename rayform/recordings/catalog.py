@@ -147,8 +147,9 @@ class Catalog:
         table = table.filter(pc.is_valid(table.column("stream_names")))  # a legacy ref's row says none
         keys = version_bytes(table.column("version"))
         order = np.argsort(keys, kind="stable")
-        at = np.minimum(np.searchsorted(keys[order], versions), max(0, len(keys) - 1))
-        listed = (keys[order][at] == versions) if len(keys) else np.zeros(len(versions), bool)
+        ordered = keys[order]
+        at = np.minimum(np.searchsorted(ordered, versions), max(0, len(keys) - 1))
+        listed = (ordered[at] == versions) if len(keys) else np.zeros(len(versions), bool)
         names = table.column("stream_names").take(pa.array(order[at][listed]))
         counts = pc.value_counts(pc.list_flatten(names)).to_pylist() if len(names) else []
         return {c["values"]: c["counts"] for c in counts}, ~listed
@@ -204,7 +205,7 @@ class _Index:
     def of(cls, table: Any) -> _Index:
         import pyarrow.compute as pc
 
-        keys = hex_bytes(table.column("version").to_pylist(), 32)
+        keys = version_bytes(table.column("version"))
         ids = np.array(table.column("id").to_pylist(), "S16")
         site_codes = pc.dictionary_encode(table.column("site")).combine_chunks()
         bundle_codes = pc.dictionary_encode(table.column("bundle")).combine_chunks()

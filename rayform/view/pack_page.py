@@ -110,7 +110,8 @@ class PackPages:
             built = b.build(raw, raw_key)
             steps = np.arange(0, p.spec.max_horizon + 1)
             when = t + np.round(steps * 1e9 / p.fps).astype(np.int64)
-            ts, values = seg.timestamps(name), seg.values(name).reshape(len(seg.timestamps(name)), -1)
+            ts = seg.timestamps(name)
+            values = seg.values(name).reshape(len(ts), -1)
             # the recording over the chunk's span and a little beyond, at its own stamps
             near = (ts >= when[0] - 1e9 / p.fps) & (ts <= when[-1] + 1e9 / p.fps)
             arrays[name] = {

@@ -121,9 +121,9 @@ class SegmentTable:
         with self._lock:
             found = self._usual_streams.get(site)
         if found is None:
-            names = table.select(["site", "stream_names"])
-            mine = names.filter(pc.equal(names.column("site"), site)).slice(0, USUAL_OF)
-            counts = Counter(frozenset(names or ()) for names in mine.column("stream_names").to_pylist())
+            sites = table.select(["site", "stream_names"])
+            mine = sites.filter(pc.equal(sites.column("site"), site)).slice(0, USUAL_OF)
+            counts = Counter(frozenset(listed or ()) for listed in mine.column("stream_names").to_pylist())
             found = counts.most_common(1)[0][0] if counts else frozenset()
             with self._lock:
                 self._usual_streams[site] = found
