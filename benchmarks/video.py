@@ -131,12 +131,50 @@ def stream(slice_id: str, key: str, options: dict, workers: int, repeats: int, e
     return {k: median(v) for k, v in out.items()}
 
 
-def episode_dataset(slice_: rayform.Slice, key: str, workers: int, repeats: int, ordered: bool = False) -> dict:
-    """``DataLoader(shuffle=True)`` over it, or (``ordered``) the dataset given the batch size
-    and the DataLoader in order: its clip-aware order."""
+def history_packs(client: rayform.Client, slice_: rayform.Slice, codec: str, history: int) -> dict:
+    """The video packed with ``history``: as packs make it (long clips, a keyframe every 8) and
+    in clips of 8 each holding its history (as packs were)."""
+    return {f"clips of 64, history {history}": client.pack(slice_, FPS, image_codec=codec, max_history=history,
+                                                          progress=False),
+            f"clips of 8, history {history}": client.pack(slice_, FPS, image_codec=codec, max_history=history,
+                                                         clip_frames=CLIP_FRAMES, progress=False)}
+
+
+def print_history(video: rayform.Pack, packs: dict, history: int) -> None:
+    plain = video.schema["cam/rgb"].video.packet_bytes
+    for name, p in packs.items():
+        got = p.schema["cam/rgb"].video.packet_bytes
+        print(f"with --history {history}, {name}: video {got / 2**20:.2f} MiB = {got / plain:.3f}x the pack without "
+              f"history (target <= 1.05); whole pack {sum(sh.bytes for sh in p.shards) / 2**20:.2f} MiB")
+
+
+def stream_local(slice_: rayform.Slice, key: str, workers: int, repeats: int, history: int) -> dict:
+    """The streaming dataset over the local store, each sample with ``history`` frames before
+    its own: a cached epoch's samples/s and CPU a sample, medians of ``repeats``."""
     from torch.utils.data import DataLoader
 
-    size = {"batch_size": 64} if ordered else {}
+    cpu, rate = [], []
+    for _ in range(repeats):
+        ds = rayform.torch.StreamingEpisodeDataset(slice_, obs=OBS, action="joints_delta", fps=FPS, horizon=16,
+                                                   batch_size=64, pack=key, history={"cam/rgb": history + 1})
+        loader = DataLoader(ds, batch_size=None, num_workers=workers, persistent_workers=True)
+        res = bench.run_loader(loader, 2, ds.set_epoch)
+        cpu.append(res[1][3])
+        rate.append(res[1][1])
+        del loader
+    return {"cpu": median(cpu), "rate": median(rate)}
+
+
+def episode_dataset(slice_: rayform.Slice, key: str, workers: int, repeats: int, ordered: bool = False,
+                    history: int = 0) -> dict:
+    """``DataLoader(shuffle=True)`` over it, or (``ordered``) the dataset given the batch size
+    and the DataLoader in order: its clip-aware order. ``history``: each sample also carries
+    that many frames before its own."""
+    from torch.utils.data import DataLoader
+
+    size: dict = {"batch_size": 64} if ordered else {}
+    if history:
+        size["history"] = {"cam/rgb": history + 1}
     cpu, first, rate, epoch_1 = [], [], [], []
     for _ in range(repeats):
         ds = rayform.torch.EpisodeDataset(slice_, obs=OBS, action="joints_delta", fps=FPS, horizon=16, pack=key, **size)
@@ -172,6 +210,8 @@ def main() -> None:
     ap.add_argument("--camera", default="all", choices=sorted(CAMERAS),
                     help="whose frames: both LeRobot examples' (default), the SO-101 wrist's or the G1 humanoid's")
     ap.add_argument("--quality-only", action="store_true", help="bytes and PSNR only (no loaders)")
+    ap.add_argument("--history", type=int, default=4,
+                    help="also pack the video with this history (0: not): its bytes against the pack without")
     args = ap.parse_args()
 
     import boto3
@@ -189,7 +229,9 @@ def main() -> None:
         packs = {"JPEG q90": jpeg, f"{args.codec} ({video.schema['cam/rgb'].video.crf}, clips "
                  f"{args.clip_frames})": video}
 
+        with_history = history_packs(client, slice_, args.codec, args.history) if args.history else {}
         if args.quality_only:
+            print_history(video, with_history, args.history)
             v = video.schema["cam/rgb"].video
             for name, p in packs.items():
                 got = pack_psnr(slice_, p.key, frames)
@@ -230,6 +272,11 @@ def main() -> None:
             server_cpu = process_cpu(moto.pid)
         finally:
             moto.kill()
+        if with_history:
+            history_rates = {name: (episode_dataset(slice_, p.key, args.workers, args.repeats, ordered=True,
+                                                    history=args.history),
+                                    stream_local(slice_, p.key, args.workers, args.repeats, args.history))
+                             for name, p in with_history.items()}
         random = {name: episode_dataset(slice_, p.key, args.workers, args.repeats) for name, p in packs.items()}
         ordered = {name: episode_dataset(slice_, p.key, args.workers, args.repeats, ordered=True)
                    for name, p in packs.items()}
@@ -268,6 +315,13 @@ def main() -> None:
               f"shuffled, {ordered[name]['rate'] / streamed[name]['rate']:.2f}x given the batch size (target >= 0.8); "
               f"first epoch {ordered[name]['first_epoch_cpu'] / ordered[name]['cpu']:.2f}x the steady state's CPU "
               "(target <= 1.2)")
+    if with_history:
+        print_history(video, with_history, args.history)
+        for name, (r, st) in history_rates.items():
+            print(f"  {name}, each sample with its {args.history} frames before: streamed (local) {st['rate']:.0f} "
+                  f"samples/s, {1000 * st['cpu']:.2f} CPU ms/sample; EpisodeDataset(batch_size) {r['rate']:.0f} "
+                  f"samples/s, {1000 * r['cpu']:.2f} CPU ms/sample, {r['decoded']:.2f} frames decoded/sample: random "
+                  f"access at {r['rate'] / st['rate']:.2f}x streaming's rate (target >= 0.8)")
     kept_bytes = sum(sh.bytes for sh in kept.shards)
     v = kept.schema["wrist/rgb"].video
     print(f"\nLeRobot v3.0 example ({source.name}, {source.stat().st_size / 2**20:.2f} MiB of AV1), packed "

@@ -74,12 +74,16 @@ def batch_slots(env: Mapping[str, str] = os.environ) -> int:
     return int(value)
 
 
-def decoded_frames(env: Mapping[str, str] = os.environ) -> int:
+DECODED_FRAMES = 192 << 20
+
+
+def decoded_frames(env: Mapping[str, str] = os.environ, needed: int = 0) -> int:
     """Bytes of decoded video frames a reader process keeps for the samples still to come:
-    RAYFORM_DECODED_FRAMES (``192MiB``; 0: each clip decoded for each batch that reads it)."""
+    RAYFORM_DECODED_FRAMES (default ``192MiB``, or 1.5x ``needed``, what the reading order
+    holds at once, where that is more; 0: each clip decoded for each batch that reads it)."""
     value = env.get("RAYFORM_DECODED_FRAMES", "").strip()
     if not value:
-        return 192 << 20
+        return max(DECODED_FRAMES, needed * 3 // 2)
     from rayform.sizes import parse_size
 
     return parse_size(value, "RAYFORM_DECODED_FRAMES")

@@ -254,12 +254,33 @@ def add_video_slice(client: rayform.Client, episodes: int = 3, frames: int = 48,
 @pytest.fixture(scope="session")
 def video_packs(tmp_path_factory) -> tuple[rayform.Client, rayform.Slice, rayform.Pack, rayform.Pack]:
     """A textured slice packed twice at 30 fps, history 2, horizon 8: as JPEG q90 and as H.264
-    (clips of 8). Read-only by convention."""
+    (clips of 8, each one group of pictures holding its history: as packs were before history
+    clips, and as ``--clip-frames 8`` makes them). Read-only by convention."""
     client = rayform.Client(tmp_path_factory.mktemp("video") / "store")
     s = add_video_slice(client)
     jpeg = client.pack(s, 30, image_codec="jpeg", max_history=2, max_horizon=8, workers=1, progress=False)
-    h264 = client.pack(s, 30, image_codec="h264", max_history=2, max_horizon=8, workers=1, progress=False)
+    h264 = client.pack(s, 30, image_codec="h264", max_history=2, max_horizon=8, clip_frames=8, workers=1,
+                       progress=False)
     return client, s, jpeg, h264
+
+
+@pytest.fixture(scope="session")
+def history_clip_packs(tmp_path_factory) -> tuple[rayform.Client, rayform.Slice, rayform.Pack, rayform.Pack]:
+    """Three textured episodes of 150 frames packed as H.264 at 30 fps, horizon 8: with history
+    4 as packs make it by default (clips of 64 samples, a keyframe every 8, the history before a
+    clip in its first group), and without history (clips of 8). Read-only by convention."""
+    client = rayform.Client(tmp_path_factory.mktemp("history-clips") / "store")
+    s = add_video_slice(client, frames=150, name="long-video")
+    history = client.pack(s, 30, image_codec="h264", max_history=4, max_horizon=8, workers=1, progress=False)
+    plain = client.pack(s, 30, image_codec="h264", max_horizon=8, workers=1, progress=False)
+    return client, s, history, plain
+
+
+@pytest.fixture(scope="session")
+def history_jpeg_pack(history_clip_packs) -> rayform.Pack:
+    """``history_clip_packs``' slice packed as JPEG q90 with history 4: the samples to compare with."""
+    client, s, _, _ = history_clip_packs
+    return client.pack(s, 30, image_codec="jpeg", max_history=4, max_horizon=8, workers=1, progress=False)
 
 
 @pytest.fixture(scope="session")

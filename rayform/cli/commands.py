@@ -153,7 +153,8 @@ def pack(args: argparse.Namespace) -> int:
         image_codec=args.codec,
         jpeg_quality=90 if args.quality is None else args.quality,
         jpeg_reencode=args.quality is not None,
-        clip_frames=args.clip_frames,
+        clip_frames=args.clip_frames or 0,  # 0: chosen (64 with --history)
+        gop_frames=args.gop,
         video_crf=args.crf,
         video_preset=args.preset,
         video_psnr=args.psnr,

@@ -127,8 +127,11 @@ def _parser() -> argparse.ArgumentParser:
     pk.add_argument("--crf", type=int, help="video quality, lower is better and larger (default: "
                     + ", ".join(f"{codec} {crf}" for codec, crf in CRF.items()) + ")")
     pk.add_argument("--preset", help="video encoder speed (default: h264 and hevc medium, av1 8)")
-    pk.add_argument("--clip-frames", type=int, default=8,
-                    help="samples per video clip: a keyframe each, decoded alone (default 8)")
+    pk.add_argument("--clip-frames", type=int,
+                    help="samples per video clip, the unit a pack's order shuffles (default 8; 64 with --history, a "
+                         "keyframe every 8 inside, so history frames are stored once)")
+    pk.add_argument("--gop", type=int, help="samples from one keyframe to the next inside a video clip (default: the "
+                    "whole clip; 8 with --history and no --clip-frames)")
     pk.add_argument("--resize", help="HxW, e.g. 224x224 (re-encodes)")
     pk.add_argument("--horizon", type=int, default=16, help="maximum action horizon, in steps")
     pk.add_argument("--history", type=int, default=0,

@@ -74,6 +74,8 @@ def pack_cameras(p: Pack) -> list[str]:
             continue
         how = f"{v.codec} as recorded" if v.kept else f"{v.codec} crf {v.crf} preset {v.preset}, no B-frames"
         gop = f", GOP {v.gop}" if v.gop is not None else ""
+        if p.spec.gop_frames and not v.kept:
+            gop += f" (a keyframe every {p.spec.gop_frames} samples, history in the first group)"
         size = f", {format_size(v.packet_bytes / max(1, p.samples))} a frame" if v.packet_bytes is not None else ""
         why = f" (encoded: {v.why})" if v.why else ""
         quality = f", PSNR {v.psnr:.1f} dB (JPEG q90 {v.jpeg_psnr:.1f})" if v.psnr is not None else ""

@@ -8,8 +8,9 @@ A sample is the tar members of one key::
                                              j = 0..max_horizon ("future"), with the pad mask ("pad")
 
 A video pack (``StreamSchema.video`` on a camera) has no ``lowdim.mp``: its samples come in
-clips of up to ``clip_frames`` consecutive samples of one segment, next to each other in the
-pack and in one shard, and the first sample of each holds ``<key>.clips.mp``::
+clips of up to ``clip_frames`` consecutive samples of one segment (8; 64 with history, a
+keyframe every ``gop_frames`` inside: ``pack.spec``), next to each other in the pack and in
+one shard, and the first sample of each holds ``<key>.clips.mp``::
 
     {"record": {"samples": n, "t_ns": [n], "index": [n], "rows_from": k0, the META fields,
                 "arrays": {stream: {"values": (rows, *shape), "pad": (rows,)}},
@@ -59,7 +60,7 @@ class VideoSchema:
     preset: str | None = None
     why: str | None = None
     packet_bytes: int | None = None  # its clips' packets in the pack (known once packed)
-    gop: int | None = None  # the most frames from a keyframe to the next: clip_frames where encoded
+    gop: int | None = None  # the most frames from a keyframe to the next (encoded: gop_frames + max_history)
     psnr: float | None = None  # dB, encoded against the frames packed, measured on a sample of clips
     jpeg_psnr: float | None = None  # the same frames as JPEG at quality 90, for comparison
 

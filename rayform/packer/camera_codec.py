@@ -88,7 +88,7 @@ class VideoFacts:
         Measured: the bytes keeping copies against a few clips encoded as H.264 would be."""
         if not self.kept_samples or not self.trials:
             return None
-        settings = VideoCodec("h264", self.spec.video_crf, self.spec.video_preset, self.spec.clip_frames)
+        settings = VideoCodec("h264", self.spec.video_crf, self.spec.video_preset, self.spec.keyframe_every)
         encoded = frames = 0
         for seg, shows in self.trials:
             try:
@@ -110,8 +110,10 @@ TRIALS = 3  # segments whose first clip is encoded to weigh keeping a camera's p
 
 
 def _encoded(codec: str, spec: PackSpec, why: str | None) -> VideoSchema:
-    settings = VideoCodec(codec, spec.video_crf, spec.video_preset, spec.clip_frames)
-    return VideoSchema(codec, spec.clip_frames, False, settings.crf, settings.preset, why, gop=spec.clip_frames)
+    settings = VideoCodec(codec, spec.video_crf, spec.video_preset, spec.keyframe_every)
+    # the most frames from a keyframe to the next: a clip's first group holds its history too
+    return VideoSchema(codec, spec.clip_frames, False, settings.crf, settings.preset, why,
+                       gop=spec.keyframe_every + spec.max_history)
 
 
 def _why_not_kept(seg: Segment, info: StreamInfo, gap: int, shows: np.ndarray, spec: PackSpec) -> str | None:
@@ -121,8 +123,9 @@ def _why_not_kept(seg: Segment, info: StreamInfo, gap: int, shows: np.ndarray, s
     assert info.video is not None
     if info.video.reorders:
         return f"its packets are reordered (B-frames) in {seg.id}"
-    if gap > spec.clip_frames:
-        return f"its keyframes are up to {gap} frames apart in {seg.id} (a clip holds {spec.clip_frames})"
+    if gap > spec.keyframe_every:
+        return (f"its keyframes are up to {gap} frames apart in {seg.id} (a pack's are {spec.keyframe_every} "
+                "apart, so a frame decodes in a few)")
     if len(shows) > 1:
         steps = np.diff(shows)
         if np.any(steps != 1):

@@ -11,7 +11,10 @@ last), not once per sample and step (17 times each, at horizon 16).
 
 A camera's clip is either the recorded packets copied (``kept``: from the keyframe at or
 before its first frame, so it decodes alone; not one pixel re-encoded) or the frames encoded
-(``codec.video_encoder``), resized first where the pack resizes.
+(``codec.video_encoder``), resized first where the pack resizes: one group of pictures, or
+with ``gop_frames`` a keyframe every that many samples, the first group also holding the
+frames the first sample's history shows (so a clip of 64 samples with 4 steps of history
+stores 68 frames and 8 keyframes, where clips of 8 without history store 64 and 8).
 """
 
 from __future__ import annotations
@@ -85,8 +88,13 @@ def _clip(seg: Segment, name: str, s: StreamSchema, spec: PackSpec, shows: np.nd
         stored = seg.video(name)
         clip, start = stored.clip(int(shown[0]), int(shown[-1]))
         return clip, stored.frame_packet[shows] - start
-    codec = VideoCodec(video.codec, video.crf, video.preset, video.clip_frames)
-    return codec.encode([_frame(seg, name, int(i), spec) for i in shown], spec.fps), np.searchsorted(shown, shows)
+    codec = VideoCodec(video.codec, video.crf, video.preset, spec.keyframe_every)
+    where = np.searchsorted(shown, shows)
+    # a keyframe at the clip's first frame (its first sample's history, if any, before it in the
+    # same group) and at the frame each keyframe_every-th sample shows: history read across a
+    # group's edge decodes the group before, inside the clip
+    starts = where[spec.keyframe_every::spec.keyframe_every, 0]
+    return codec.encode([_frame(seg, name, int(i), spec) for i in shown], spec.fps, starts.tolist()), where
 
 
 def _frame(seg: Segment, name: str, index: int, spec: PackSpec) -> np.ndarray:

@@ -58,7 +58,7 @@ def measured(schema: dict[str, StreamSchema], plans: list[SegmentPlan], spec: Pa
 
 def _frames(seg: Segment, name: str, plan: SegmentPlan, spec: PackSpec) -> np.ndarray:
     """The frames the pack's first clip of this segment shows, as the pack takes them."""
-    t = plan.times[:spec.clip_frames]
+    t = plan.times[:spec.keyframe_every]  # one group of pictures, as the pack encodes
     shows = frame_indices(seg, name, spec, t, np.zeros((len(t), 0), np.int64))[:, 0]
     out = []
     for i in shows.tolist():
@@ -74,7 +74,7 @@ def _jpeg(frames: np.ndarray) -> np.ndarray:
 
 
 def _psnr(video: VideoSchema, clips: list[np.ndarray], spec: PackSpec) -> float:
-    codec = VideoCodec(video.codec, video.crf, video.preset, video.clip_frames)
+    codec = VideoCodec(video.codec, video.crf, video.preset, spec.keyframe_every)
     decoder = PyAVDecoder()
     decoded = []
     for frames in clips:

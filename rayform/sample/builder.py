@@ -88,6 +88,21 @@ class SampleBuilder:
         self.clip_records = ClipRecords(pack) if pack.has_video else None
         self.whole_clips = False  # the streaming dataset decodes whole clips: its order reads them through
 
+    def read_in_lanes(self, lanes: int) -> None:
+        """The order reads a video pack's clips in ``lanes`` lanes at once, each in time order
+        (``order.lanes``): decode whole groups of pictures, and keep room for each lane's frames
+        (its group, and the frames before it its samples look back on) in one process."""
+        self.whole_clips = True
+        per_lane = 0
+        for s in self.images:
+            if s.video is not None:
+                height, width = self.spec.resize or s.shape[:2]
+                shown = self.pack.spec.keyframe_every + max(self.history.get(s.name, (0,))) + 1
+                per_lane += (shown + self.pack.spec.max_history) * height * width * 3  # a group's lead-in too
+        self.clips.hold(lanes * per_lane)
+        if self.clip_records is not None:  # a lane reads a clip's record for each of its samples
+            self.clip_records.kept = max(ClipRecords.KEPT, 2 * lanes)
+
     def _stream(self, schema: Mapping[str, StreamSchema], name: str) -> StreamSchema:
         if name not in schema:
             raise StreamNotFound(
@@ -207,7 +222,7 @@ class SampleBuilder:
             if s.video is not None:
                 back = self.history.get(s.name, (0,))
                 self.clips.fill(s, [clip_item(raw["__clip__"][:2] if "__clip__" in raw else id(raw), rec.video[s.name],
-                                              rec.samples, rec.frames[s.name][j], back, rows[s.name][k],
+                                              rec.samples, rec.frames[s.name], j, back, rows[s.name][k],
                                               _clip_what(rec, j, what))
                                     for raw, (rec, j), what, k in zip(raws, items, whats, at)],
                                 self.spec.resize, self.whole_clips)

@@ -7,14 +7,20 @@ The samples of a batch are grouped by clip; a clip not yet decoded is checked
 (``codec.clip.read_clip``: codec and size against the pack's schema, before a decoder sees a
 byte) and decoded by the process's :class:`ClipDecoder`:
 
-- ``whole=True`` (the streaming dataset): every frame of the clip, once, since the epoch's
-  order brings its other samples soon after (``order.lanes``);
-- ``whole=False`` (``EpisodeDataset``'s random access): from the keyframe at or before the
-  first frame the batch wants up to the last (LeRobot's way; a batch's samples of one clip
-  share it), only the frames wanted converted to RGB.
+- ``whole=True`` (the datasets' clip-aware orders): every frame of each group of pictures the
+  batch reaches into, once, since the order brings the clip's next samples soon after
+  (``order.lanes``), in time order;
+- ``whole=False`` (random access in any order): from the keyframe at or before the first
+  frame the batch wants up to the last (LeRobot's way; a batch's samples of one clip share
+  it), only the frames wanted converted to RGB.
 
-Decoded frames are kept (at the size the samples take) until every sample of their clip has
-been built, or until they are the oldest when ``RAYFORM_DECODED_FRAMES`` would be passed.
+A decoded frame is kept (at the size the samples take) while a sample of its clip not yet
+built here still shows it, now or as history (its clip's record says which: ``uses``): so a
+clip of 64 samples held by a lane read in time order holds a group or two of frames, not 64.
+A clip is let go once all its samples are built, or when it is the oldest and
+``RAYFORM_DECODED_FRAMES`` would be passed (by default 192 MiB, or what the order's lanes
+hold at once where that is more: ``SampleBuilder.read_in_lanes``; a budget below it would
+let go of the frames a lane needs next, lane after lane).
 """
 
 from __future__ import annotations
@@ -22,24 +28,26 @@ from __future__ import annotations
 import os
 from collections import OrderedDict
 from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from rayform import config
-from rayform.codec.clip import read_clip
+from rayform.codec.clip import MAX_PACKETS, read_clip
 from rayform.codec.video import ClipDecoder, PyAVDecoder
 from rayform.errors import Malformed
 from rayform.pack.layout import StreamSchema
 
 
 class _Decoded:
-    __slots__ = ("frames", "left", "nbytes")
+    __slots__ = ("frames", "left", "nbytes", "uses")
 
-    def __init__(self, left: int):
+    def __init__(self, left: int, uses: np.ndarray):
         self.frames: dict[int, np.ndarray] = {}
         self.left = left  # samples of the clip not yet built here
         self.nbytes = 0
+        self.uses = uses  # per frame of the clip: the wanted places of samples not yet built here showing it
 
 
 class DecodedClips:
@@ -48,22 +56,31 @@ class DecodedClips:
     def __init__(self, decoder: ClipDecoder | None = None, limit: int | None = None):
         self._given = decoder
         self._limit = limit
+        self.working_set = 0  # bytes of frames the order's lanes hold at once (``SampleBuilder.read_in_lanes``)
         self._reset()
 
     def _reset(self) -> None:
         self.decoder: ClipDecoder = self._given or PyAVDecoder()
-        self.limit = config.decoded_frames() if self._limit is None else self._limit
+        self.limit = config.decoded_frames(needed=self.working_set) if self._limit is None else self._limit
         self._clips: OrderedDict[Hashable, _Decoded] = OrderedDict()
         self._bytes = 0
         self.built = 0  # samples whose frames came from here, for measures
+        self.peak = 0  # the most bytes of frames held at once, for measures
         self._pid = os.getpid()
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"_given": self._given, "_limit": self._limit}  # a process decodes for itself
+        return {"_given": self._given, "_limit": self._limit, "working_set": self.working_set}  # a process decodes for itself
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._reset()
+
+    def hold(self, working_set: int) -> None:
+        """The reading order holds about ``working_set`` bytes of frames at once: keep room
+        for them (``config.decoded_frames``)."""
+        self.working_set = working_set
+        if self._limit is None:
+            self.limit = config.decoded_frames(needed=working_set)
 
     @property
     def decoded(self) -> int:
@@ -71,31 +88,30 @@ class DecodedClips:
 
     def fill(self, s: StreamSchema, items: Sequence[ClipItem],
              size: tuple[int, int] | None, whole: bool) -> None:
-        """For each ``(clip key, clip bytes, samples in the clip, frames wanted, rows, what)``:
-        write the frames wanted into ``rows`` (one row per frame wanted)."""
+        """For each sample's :func:`clip_item`: write the frames it wants into its rows (one row
+        per frame wanted)."""
         if self._pid != os.getpid():  # a forked worker: its own decoders and frames
             self._reset()
         groups: dict[Hashable, list[int]] = {}
         for i, item in enumerate(items):
-            groups.setdefault((s.name, size, item[0]), []).append(i)
+            groups.setdefault((s.name, size, item.key), []).append(i)
         for key, members in groups.items():
-            data, count, _, _, what = items[members[0]][1:]
+            first = items[members[0]]
             entry = self._clips.get(key)
-            wanted = {f for i in members for f in items[i][3]}
-            missing = sorted(wanted - set(entry.frames)) if entry is not None else sorted(wanted)
+            if entry is None:
+                entry = _Decoded(first.samples, first.uses())
+            wanted = {f for i in members for f in items[i].frames}
+            missing = sorted(wanted - set(entry.frames))
             if missing:
-                if entry is None:
-                    if not isinstance(count, int) or isinstance(count, bool) or not 1 <= count <= 4096:
-                        raise Malformed(f"{what}: its record's clip count {str(count)[:20]} is not 1..4096")
-                    entry = _Decoded(count)
-                self._decode(s, data, entry, missing, size, whole, what)
-                self._clips[key] = entry
-            assert entry is not None
+                self._decode(s, first.clip, entry, missing, size, whole, first.what)
+            self._clips[key] = entry
             self._clips.move_to_end(key)
             for i in members:
-                _, _, _, frames, rows, what = items[i]
-                for row, f in zip(rows, frames):
+                item = items[i]
+                for row, f in zip(item.rows, item.frames):
                     np.copyto(row, entry.frames[f].reshape(row.shape))
+            for i in members:  # after every copy: a batch may hold a sample twice (a padded last batch)
+                self._used(entry, items[i].frames)
             entry.left -= len(members)
             self.built += len(members)
             if entry.left <= 0:
@@ -108,14 +124,29 @@ class DecodedClips:
         clip = read_clip(data, f"{what}, {s.name} clip", s.video.codec, (s.shape[0], s.shape[1]))
         if missing[-1] >= clip.frames:
             raise Malformed(f"{what}: its record names frame {missing[-1]} of a clip of {clip.frames}")
-        # whole: every frame, since the clip's other samples come soon; else only those asked (the
-        # decoder goes through the frames before them from the keyframe, converting none)
-        asked = [f for f in range(clip.frames) if f not in entry.frames] if whole else missing
+        if len(entry.uses) < clip.frames:  # frames no sample wants: none of them counted
+            entry.uses = np.concatenate([entry.uses, np.zeros(clip.frames - len(entry.uses), np.int64)])
+        asked = missing
+        if whole:  # every frame still to be shown of the groups the batch reaches into: the next samples' too
+            start = clip.start_for(missing[0])
+            end = min((k for k in clip.keys if k > missing[-1]), default=clip.frames) if not clip.reorders else \
+                clip.frames
+            asked = [f for f in range(start, end) if f not in entry.frames and (entry.uses[f] or f in missing)]
         got = self.decoder.decode(clip, asked, size, f"{what}, {s.name}")
         for f, image in got.items():
             entry.frames[f] = image
             entry.nbytes += image.nbytes
             self._bytes += image.nbytes
+        self.peak = max(self.peak, self._bytes)
+
+    def _used(self, entry: _Decoded, frames: list[int]) -> None:
+        """One sample showing ``frames`` built: let go of the frames no sample still to come shows."""
+        for f in frames:
+            entry.uses[f] -= 1
+            if entry.uses[f] <= 0 and f in entry.frames:
+                image = entry.frames.pop(f)
+                entry.nbytes -= image.nbytes
+                self._bytes -= image.nbytes
 
     def _drop(self, key: Hashable) -> None:
         entry = self._clips.pop(key)
@@ -126,13 +157,35 @@ class DecodedClips:
             self._drop(next(iter(self._clips)))
 
 
-ClipItem = tuple[Hashable, Any, Any, list[int], np.ndarray, str]
-
-
-def clip_item(key: Hashable, clip: Any, samples: int, frames: np.ndarray, back: Sequence[int],
-              row: np.ndarray, what: str) -> ClipItem:
+@dataclass(frozen=True)
+class ClipItem:
     """One sample's entry for :meth:`DecodedClips.fill`: its clip (``key`` names it; ``clip``,
-    its document, of ``samples`` samples), its frames in it (now, then each step back), of
-    which it wants ``back`` (steps back, 0 now), and the rows they go to."""
+    its document, of ``samples`` samples whose frames are ``table``: per sample, now then each
+    step back), the frames it wants (``back``, steps back, 0 now), and the rows they go to."""
+
+    key: Hashable
+    clip: Any
+    samples: Any
+    table: np.ndarray
+    back: tuple[int, ...]
+    frames: list[int]
+    rows: np.ndarray
+    what: str
+
+    def uses(self) -> np.ndarray:
+        """Per frame of the clip (up to the last one wanted): how many of its samples' wanted
+        places show it."""
+        count = self.samples
+        if not isinstance(count, int) or isinstance(count, bool) or not 1 <= count <= 4096:
+            raise Malformed(f"{self.what}: its record's clip count {str(count)[:20]} is not 1..4096")
+        shown = self.table[:, list(self.back)].ravel()
+        if shown.size and int(shown.max()) >= MAX_PACKETS:  # bounded before a count is allocated for each
+            raise Malformed(f"{self.what}: its record names frame {int(shown.max())} of a clip (at most {MAX_PACKETS})")
+        return np.bincount(shown, minlength=int(shown.max(initial=0)) + 1).astype(np.int64)
+
+
+def clip_item(key: Hashable, clip: Any, samples: int, table: np.ndarray, j: int, back: Sequence[int],
+              row: np.ndarray, what: str) -> ClipItem:
+    """Sample ``j`` of its clip (see :class:`ClipItem`), its frames going to ``row``."""
     rows = row if tuple(back) != (0,) else row[None]
-    return key, clip, samples, [int(frames[k]) for k in back], rows, what
+    return ClipItem(key, clip, samples, table, tuple(back), [int(table[j, k]) for k in back], rows, what)

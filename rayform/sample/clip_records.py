@@ -96,6 +96,7 @@ class ClipRecords:
 
     def __init__(self, pack: Pack):
         self.pack = pack
+        self.kept = self.KEPT  # records kept: at least one a lane of the order (``SampleBuilder.read_in_lanes``)
         self._kept: dict[Any, ClipRecord] = {}
 
     def of(self, raws: Sequence[Mapping[str, Any]], whats: Sequence[str]) -> list[tuple[ClipRecord, int]]:
@@ -110,7 +111,7 @@ class ClipRecords:
                 named = f"{what} (its {CLIPS}: the clips of {cameras})"  # a truncated record still says whose
                 with parsing(named):
                     found = ClipRecord(raw[CLIPS], self.pack, named)
-                if len(self._kept) >= self.KEPT:
+                if len(self._kept) >= self.kept:
                     self._kept.pop(next(iter(self._kept)))
                 self._kept[key] = found
             j = where[2] if isinstance(where, tuple) else 0

@@ -84,8 +84,9 @@ class EpisodeDataset(Statistics, OverParts, Dataset[dict[str, Any]]):
         self.clip_stride = ShuffleConfig(clip_stride=clip_stride).clip_stride
         self.clip = self._clip_frames()
         if self.clip:
-            for builder in self.builders:
-                builder.whole_clips = True  # the lanes bring a clip's other samples soon after
+            assert self.batch_size is not None
+            for builder in self.builders:  # the lanes bring a clip's other samples soon after
+                builder.read_in_lanes(self.batch_size * self.clip_stride)
         self.transform = transform
         self._epoch_in_shared_memory()
         self._perm: Permutation | LanePermutation | MixtureOrder | None = None
@@ -162,7 +163,11 @@ class EpisodeDataset(Statistics, OverParts, Dataset[dict[str, Any]]):
         if clips.built < HINT_AFTER:
             return
         self._hinted = True
-        if clips.decoded > 2 * clips.built:
+        # a clip-aware order's lanes each decode a group of pictures before their first sample
+        spec = self.builders[0].pack.spec
+        ahead = self.batch_size * self.clip_stride * (spec.keyframe_every + spec.max_history) \
+            if self.clip and self.batch_size else 0
+        if clips.decoded - ahead > 2 * clips.built:
             log.warning("rayform: this video pack is read in an order that decodes %.1f frames a sample; give "
                         "EpisodeDataset(..., batch_size=<the DataLoader's>) and the DataLoader no shuffle (the dataset "
                         "shuffles): each clip is then decoded once", clips.decoded / clips.built)

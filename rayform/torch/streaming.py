@@ -23,7 +23,7 @@ from rayform.torch.tensors import to_torch
 from rayform.torch.world import Split, World, nodes
 
 T = TypeVar("T")
-LANE_CLIPS = 8  # a lane of a video pack's window reads about this many clips, one after another
+LANE_CLIPS = 8  # a lane of a video pack's window reads about this many groups of pictures, one after another
 SAMPLE_STEP = 64  # a rank's samples a step, in sample mode on a video pack (``step_samples``)
 
 
@@ -119,8 +119,8 @@ class StreamingEpisodeDataset(Statistics, OverParts, IterableDataset[dict[str, A
         self._explicit = split.where()
         self._pack_readers = stream_readers(self.parts)  # one per part; each reopens its store after a fork
         self._batch = BatchLayout(self.builders[0])
-        for builder in self.builders:
-            builder.whole_clips = True  # the lanes bring a clip's other samples soon after
+        for builder in self.builders:  # the lanes bring a clip's other samples soon after
+            builder.read_in_lanes(self.step_samples * self.shuffle.clip_stride)
         self._epoch_in_shared_memory()
         self._next = 0  # the next step this reader makes
         self._resume: tuple[int, int | None] = (0, None)  # (step, the worker whose state it is)
@@ -152,8 +152,10 @@ class StreamingEpisodeDataset(Statistics, OverParts, IterableDataset[dict[str, A
 
     def plan(self, epoch: int, global_batch: int | None = None) -> EpochPlan:
         """The epoch's global batches (``read.partition``)."""
-        clips = [b.pack.spec.clip_frames for b in self.builders if b.pack.has_video]
-        lanes = (self.shuffle.clip_stride, LANE_CLIPS * clips[0], clips[0]) if clips else None
+        specs = [b.pack.spec for b in self.builders if b.pack.has_video]
+        # a lane reads about LANE_CLIPS groups of pictures: clips of 8, or one clip of 64 with history
+        lanes = (self.shuffle.clip_stride, max(specs[0].clip_frames, LANE_CLIPS * specs[0].keyframe_every),
+                 specs[0].clip_frames) if specs else None
         return EpochPlan(len(self.parts), global_batch or self.global_batch, self.partitions, self.shuffle.window,
                          self.seed, epoch, self.equalize, lanes)
 
