@@ -342,6 +342,9 @@ def _close_bars() -> None:
     tqdm = sys.modules.get("tqdm")
     if tqdm is not None:
         for bar in list(getattr(tqdm.tqdm, "_instances", ())):
+            if not hasattr(bar, "pos"):  # Ctrl-C landed while the bar was being made: nothing drawn yet
+                tqdm.tqdm._instances.discard(bar)
+                continue
             bar.close()
 
 

@@ -433,3 +433,17 @@ def test_view_without_its_extra_or_its_port_is_one_line(demo_store, tmp_path):
         r = run("view", "--port", str(taken.getsockname()[1]), store=store)
     lines = r.stderr.strip().splitlines()
     assert r.returncode == 2 and len(lines) == 1 and "try --port 0" in lines[0], r.stderr
+
+
+def test_a_progress_bar_ctrl_c_caught_half_made_is_let_go_quietly():
+    """Ctrl-C can land inside tqdm's __init__, after the bar is listed and before it has a
+    position: closing the bars after it must not raise (it printed a traceback, exit 1)."""
+    import tqdm
+
+    from rayform.cli.main import _close_bars
+
+    half = tqdm.tqdm.__new__(tqdm.tqdm)  # listed, never initialised
+    assert half in tqdm.tqdm._instances and not hasattr(half, "pos")
+    whole = tqdm.tqdm(total=3, disable=False, file=open(os.devnull, "w"))
+    _close_bars()
+    assert half not in tqdm.tqdm._instances and whole not in tqdm.tqdm._instances
