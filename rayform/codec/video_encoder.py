@@ -95,6 +95,15 @@ class VideoCodec:
         n = len(frames)
         if not 1 <= n <= MAX_PACKETS:
             raise InvalidInput(f"a clip of {n} frames: 1..{MAX_PACKETS}")
+        height, width = frames[0].shape[:2]
+        if height % 2 or width % 2 or frames[0].ndim != 3 or frames[0].shape[2] != 3:
+            raise InvalidInput(f"{self.codec} encodes RGB frames of even width and height, not "
+                               f"{'x'.join(map(str, frames[0].shape))}: pack with a resize to an even size")
+        load_av()
+        from av.video.reformatter import VideoReformatter
+
+        os.environ.update({k: v for k, v in _QUIET.items() if k not in os.environ})
+        convert = VideoReformatter()  # one swscale context for the clip, not one a frame
         if starts is None:
             starts = range(0, n, self.clip_frames)
         bounds = sorted({0, *(int(k) for k in starts if 0 < int(k) < n)}) + [n]
@@ -102,33 +111,26 @@ class VideoCodec:
         keys: list[int] = []
         extradata = None
         for first, end in zip(bounds, bounds[1:]):
-            group, data = self._group(frames[first:end], fps)
+            group, data = self._group(frames[first:end], fps, convert)
             if extradata is not None and data != extradata:
                 raise InvalidInput(f"the {self.codec} encoder made different parameter sets for one clip's groups")
             extradata = data
             keys.append(len(packets))
             packets += group
-        height, width = frames[0].shape[:2]
         return Clip(self.codec, width, height, n, tuple(packets), tuple(keys), extradata or b"")
 
-    def _group(self, frames: np.ndarray | Sequence[np.ndarray], fps: float) -> tuple[list[bytes], bytes]:
-        """One closed group of pictures: its packets, and its encoder's extradata."""
+    def _group(self, frames: np.ndarray | Sequence[np.ndarray], fps: float, convert: Any) -> tuple[list[bytes], bytes]:
+        """One closed group of pictures (frames checked by ``encode``; ``convert``, its
+        ``VideoReformatter``): its packets, and its encoder's extradata."""
         av = load_av()
-        from av.video.reformatter import VideoReformatter
-
         n = len(frames)
         height, width = frames[0].shape[:2]
-        if height % 2 or width % 2 or frames[0].ndim != 3 or frames[0].shape[2] != 3:
-            raise InvalidInput(f"{self.codec} encodes RGB frames of even width and height, not "
-                               f"{'x'.join(map(str, frames[0].shape))}: pack with a resize to an even size")
-        os.environ.update({k: v for k, v in _QUIET.items() if k not in os.environ})
         context = av.CodecContext.create(ENCODERS[self.codec], "w")
         context.width, context.height, context.pix_fmt = width, height, "yuv420p"
         context.time_base = Fraction(1, 1000)
         context.framerate = Fraction(fps).limit_denominator(1000)
         context.thread_count = 1  # the pack's processes are the parallelism
         context.options = self.options(max(n, self.clip_frames))
-        convert = VideoReformatter()  # one swscale context for the group, not one a frame
         packets: list[Any] = []
         for i, image in enumerate(frames):
             frame = av.VideoFrame.from_ndarray(np.ascontiguousarray(image), format="rgb24")

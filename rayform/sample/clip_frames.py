@@ -61,7 +61,7 @@ class DecodedClips:
 
     def _reset(self) -> None:
         self.decoder: ClipDecoder = self._given or PyAVDecoder()
-        self.limit = config.decoded_frames(needed=self.working_set) if self._limit is None else self._limit
+        self.limit = self._budget()
         self._clips: OrderedDict[Hashable, _Decoded] = OrderedDict()
         self._bytes = 0
         self.built = 0  # samples whose frames came from here, for measures
@@ -79,8 +79,10 @@ class DecodedClips:
         """The reading order holds about ``working_set`` bytes of frames at once: keep room
         for them (``config.decoded_frames``)."""
         self.working_set = working_set
-        if self._limit is None:
-            self.limit = config.decoded_frames(needed=working_set)
+        self.limit = self._budget()
+
+    def _budget(self) -> int:
+        return config.decoded_frames(needed=self.working_set) if self._limit is None else self._limit
 
     @property
     def decoded(self) -> int:
