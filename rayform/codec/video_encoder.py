@@ -7,8 +7,11 @@ pictures with no B-frames: it decodes alone, its frames in the order they are st
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import os
-from collections.abc import Sequence
+import platform
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -23,6 +26,42 @@ ENCODERS = {"h264": "libx264", "av1": "libsvtav1", "hevc": "libx265"}
 CRF = {"h264": 17, "hevc": 18, "av1": 28}
 PRESET = {"h264": "medium", "hevc": "medium", "av1": "8"}
 _QUIET = {"SVT_LOG": "1"}  # SVT-AV1 prints its banner to stderr at every encoder otherwise
+
+
+@functools.cache
+def x264_instructions() -> str:
+    """The instruction set x264 is held to ("" = its own choice): AVX2 on a processor with
+    AVX-512. x264's AVX-512 routines read memory it never wrote (its macroblock-tree rate
+    control), so the same frames gave other bytes from one process to the next (and within one
+    as its heap changed): 1 in 25 encodes of a clip, and 1 in 6 packs. Held to AVX2 (as
+    valgrind's checked run is), no encode has differed since. Where the processor has no
+    AVX-512, x264 never runs those routines, and its own choice stands."""
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        return ""
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as info:
+            flags = next((line.split(":", 1)[1].split() for line in info if line.startswith("flags")), [])
+    except OSError:
+        return ""
+    return "AVX2" if "avx2" in flags and any(f.startswith("avx512") for f in flags) else ""
+
+
+@contextlib.contextmanager
+def same_scheduling() -> Iterator[None]:
+    """The calling thread's scheduling policy as it was before: SVT-AV1, run as root, makes
+    the thread that opens an encoder real-time (SCHED_FIFO, priority 99) and leaves it so. A
+    pack's process (or a user's, or a training job's) would then starve everything else on
+    its core."""
+    try:
+        policy, param = os.sched_getscheduler(0), os.sched_getparam(0)
+    except (AttributeError, OSError):  # not Linux: nothing to keep
+        yield
+        return
+    try:
+        yield
+    finally:
+        if (os.sched_getscheduler(0), os.sched_getparam(0)) != (policy, param):
+            os.sched_setscheduler(0, policy, param)
 
 
 def encoders() -> tuple[str, ...]:
@@ -77,8 +116,11 @@ class VideoCodec:
         if self.codec == "h264":
             # psnr: no psychovisual tuning (it spends bits on looks, not fidelity); fastdecode: no
             # CABAC, no deblocking, about half the decode time of x264's defaults
-            return {"crf": str(self.crf), "preset": preset, "tune": "psnr,fastdecode", "bf": "0",
-                    "g": g, "keyint_min": g, "sc_threshold": "0"}
+            options = {"crf": str(self.crf), "preset": preset, "tune": "psnr,fastdecode", "bf": "0",
+                       "g": g, "keyint_min": g, "sc_threshold": "0"}
+            if x264_instructions():
+                options["x264-params"] = f"asm={x264_instructions()}"
+            return options
         if self.codec == "hevc":
             return {"crf": str(self.crf), "preset": preset, "tune": "fastdecode",
                     "x265-params": f"bframes=0:keyint={g}:min-keyint={g}:"
@@ -111,7 +153,8 @@ class VideoCodec:
         keys: list[int] = []
         extradata = None
         for first, end in zip(bounds, bounds[1:]):
-            group, data = self._group(frames[first:end], fps, convert)
+            with same_scheduling():
+                group, data = self._group(frames[first:end], fps, convert)
             if extradata is not None and data != extradata:
                 raise InvalidInput(f"the {self.codec} encoder made different parameter sets for one clip's groups")
             extradata = data
