@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 from typing import Any
@@ -222,11 +223,13 @@ def verify(args: argparse.Namespace) -> int:
     client = store_client(args)
     s = client.slices.get(args.slice)
     packs = chosen_packs(client, s, args.fps, args.pack, "verify")
-    blobs = [*slice_closure(s), *(r for p in packs for r in pack_closure(p))]
+    blobs = itertools.chain(slice_closure(s), (r for p in packs for r in pack_closure(p)))
     report = verify_blobs(client.store, blobs, progress=not args.quiet)
     for problem in report.problems:
         print(f"BAD  {problem}")
-    state = "ok" if report.ok else f"{len(report.problems)} bad"
+    state = "ok" if report.ok else f"{len(report.problems)} bad" + (
+        ", stopped there: what follows was not checked (mend these first)"
+        if report.stopped else "")
     print(f"{s.id}: {plural(report.blobs, 'blob')}, {format_size(report.bytes)} re-hashed: {state}")
     if not args.decode:
         return 0 if report.ok else 1

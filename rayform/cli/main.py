@@ -19,6 +19,7 @@ from typing import Any, NoReturn
 
 from rayform import __version__, interrupts
 from rayform.cli.profiles import apply as apply_profile
+from rayform.cli.terminal import SafeText, safe
 from rayform.errors import OfflineError, RayformError
 
 EXIT_USER = 2
@@ -276,6 +277,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     # the work all the same; before, the guard ``rayform/__init__`` set answered it alone (``interrupts``)
     main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGINT, interrupts.on_ctrl_c) if main_thread else None
+    stdout = sys.stdout
+    sys.stdout = SafeText(stdout)  # a store's strings reach the terminal escaped
     try:
         return _run(argv)
     except BaseException as e:
@@ -290,6 +293,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("rayform: interrupted", file=sys.stderr)
         return 130
     finally:
+        sys.stdout = stdout
         if previous is not None and signal.getsignal(signal.SIGINT) is interrupts.on_ctrl_c:
             signal.signal(signal.SIGINT, previous)
 
@@ -308,7 +312,7 @@ def _run(argv: Sequence[str] | None) -> int:
         _close_bars()
         fix = "" if not isinstance(e, OfflineError) or "Run:" in str(e) or "Unset" in str(e) else \
             ". Pull the slice it is of first: rayform pull SLICE, with RAYFORM_OFFLINE unset"
-        print(f"rayform: error: {e}{fix}", file=sys.stderr)
+        print(f"rayform: error: {safe(str(e))}{fix}", file=sys.stderr)
         return EXIT_USER
     except BrokenPipeError:  # the reader went away (`rayform stats … | head`): nothing to report
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
@@ -317,7 +321,7 @@ def _run(argv: Sequence[str] | None) -> int:
         if args.debug or _from_ctrl_c(e):
             raise
         _close_bars()
-        text = str(e).split("\n", 1)[0][:300]
+        text = safe(str(e).split("\n", 1)[0][:300])
         print(f"rayform: error: {type(e).__name__}: {text}. Run again with --debug for the traceback",
               file=sys.stderr)
         return EXIT_CORRUPT

@@ -36,10 +36,15 @@ from rayform.recordings.slices import Slice, Slices
 
 
 class Reference(NamedTuple):
-    """A blob an object names, and where it belongs (for messages: ``segment seg_… stream cam0 packet index``)."""
+    """A blob an object names, and where it belongs (for messages: ``segment seg_… stream cam0
+    packet index``); ``bundle``: the blob is a bundle (whose members ``verify`` checks too);
+    ``error``: why the object naming it could not be read (a walk that is not ``strict``
+    reports it so, and goes on)."""
 
     blob: str
     what: str
+    bundle: bool = False
+    error: str | None = None
 
 
 def segment_version(store: CachedStore, segment_id: str, version: str, *, bundle: str | None = None,
@@ -49,15 +54,16 @@ def segment_version(store: CachedStore, segment_id: str, version: str, *, bundle
     if bundle is None:
         where = catalog_of(store).locate(segment_id, version)
         bundle = where.bundle if where is not None else None
-    yield Reference(bundle or version, f"segment {segment_id} {'bundle' if bundle else 'manifest'}")
+    what = f"segment {segment_id} {'bundle' if bundle else 'manifest'}"
+    yield Reference(bundle or version, what, bundle=bundle is not None)
     try:
         seg = Segments(store).get(segment_id, version, bundle=bundle)
-    except NotFound:
-        return  # a version whose manifest (or bundle) is gone reaches nothing more
-    except RayformError:
-        if strict:
+    except RayformError as e:
+        if strict and not isinstance(e, NotFound):
             raise
-        return  # the manifest itself is reported bad
+        # reaches nothing more; said, so that no walk passes over a version it could not read
+        yield Reference(bundle or version, what, bundle=bundle is not None, error=f"unreadable: {e}")
+        return
     for name, info in seg.streams.items():
         for blob, role in info.blobs():
             if seg.bundle is None or blob not in seg.bundle:
@@ -69,8 +75,8 @@ def slice_closure(slice_: Slice, *, strict: bool = False) -> Iterator[Reference]
     yield Reference(slice_.digest, f"{slice_.id} manifest")
     if slice_.table_blob is not None:
         yield Reference(slice_.table_blob, f"{slice_.id} segments table")
-    for sid, version, bundle in dict.fromkeys((s.id, s.version, s.bundle) for s in slice_.segments):
-        yield from segment_version(slice_.store, sid, version, bundle=bundle, strict=strict)
+    for s in slice_.segments:  # as they come: a table of millions is never held whole (its blobs dedupe)
+        yield from segment_version(slice_.store, s.id, s.version, bundle=s.bundle, strict=strict)
 
 
 def pack_closure(pack: Pack) -> Iterator[Reference]:
@@ -99,17 +105,19 @@ def store_closure(store: CachedStore, *, strict: bool = True) -> Iterator[Refere
     for sid, digest, _ in slices.refs():
         try:
             yield from slice_closure(slices.get(sid), strict=strict)
-        except RayformError:
+        except RayformError as e:
             if strict:
                 raise
             yield Reference(digest, f"{sid} manifest")
+            yield Reference(digest, f"{sid} manifest", error=f"unreadable: {e}")
     for ref in packs.refs():
         try:
             yield from pack_closure(packs.read(ref))
-        except RayformError:
+        except RayformError as e:
             if strict:
                 raise
             yield Reference(ref.manifest, f"pack {ref.key} of {ref.slice_id} manifest")
+            yield Reference(ref.manifest, f"pack {ref.key} of {ref.slice_id} manifest", error=f"unreadable: {e}")
     for part in catalog.parts.listed():
         yield Reference(part.part, f"catalog part {part.key} of site {part.site}")
     try:
@@ -125,6 +133,7 @@ def store_closure(store: CachedStore, *, strict: bool = True) -> Iterator[Refere
 def unique(references: Iterable[Reference]) -> dict[str, str]:
     """Each blob once, with the first place it was found (a blob two objects name is one blob)."""
     out: dict[str, str] = {}
-    for blob, what in references:
-        out.setdefault(blob, what)
+    for r in references:
+        if r.error is None:
+            out.setdefault(r.blob, r.what)
     return out

@@ -121,12 +121,22 @@ class Bundle:
         if index.dtype != np.dtype("<u8") or index.ndim != 2 or index.shape[1] != INDEX_COLUMNS:
             raise Malformed(f"{what}: its index is {index.dtype} {index.shape}, not the members' table")
         self._base = _HEAD + index_bytes
+        room = len(self._data) - self._base
         offsets, sizes = index[:, 4], index[:, 5]
         keys = np.ascontiguousarray(index[:, :4]).view("S32").ravel()
-        if len(index) and (np.any(sizes > len(self._data) - self._base) or np.any(offsets > len(self._data) - self._base)
-                           or np.any(offsets + sizes > len(self._data) - self._base) or np.any(keys[1:] <= keys[:-1])):
-            raise Malformed(f"{what}: its index names members outside its bytes, or out of order")
+        # each bound on its own first: offset + size cannot wrap around 2^64 once both are in the bytes
+        if len(index) and (np.any(sizes > room) or np.any(offsets > room) or np.any(offsets + sizes > room)):
+            raise Malformed(f"{what}: its index names members outside its bytes")
+        if np.any(keys[1:] <= keys[:-1]):
+            raise Malformed(f"{what}: its index is not sorted by digest, or names a member twice")
+        if np.any(offsets[1:] < offsets[:-1] + sizes[:-1]):
+            raise Malformed(f"{what}: its index has members overlapping or out of order in its bytes")
         self._keys, self._offsets, self._sizes = keys, offsets, sizes
+
+    def check(self) -> None:
+        """Every member's bytes hash to its name (``IntegrityError`` naming the first that does not)."""
+        for digest in self.digests():
+            self.get(digest)
 
     def __len__(self) -> int:
         return len(self._keys)

@@ -13,11 +13,10 @@ import sys
 from collections.abc import Iterator
 
 import pytest
+from conftest import add_video_slice
 
 import rayform
 from rayform.codec.video_encoder import encoders
-
-from conftest import add_video_slice
 
 M_PERTURB = -6  # glibc's mallopt: fill what malloc hands out with this byte's complement
 

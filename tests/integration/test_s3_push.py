@@ -25,7 +25,7 @@ def test_push_to_s3_and_back_keeps_every_id_and_verifies(packed_small, s3_store_
     url, options = s3_store_url
     s3 = rayform.Client(url, storage_options=options, cache=tmp_path / "cache")
     up = push(src, s.id, s3, progress=False)
-    assert up.copied == len({b for b, _ in _everything(src, s)})
+    assert up.copied == len({r.blob for r in _everything(src, s)})
     on_s3 = s3.slices.get(s.id)
     assert on_s3.digest == s.digest
     assert verify(s3.store, _everything(s3, on_s3)).ok
@@ -53,7 +53,7 @@ def test_a_push_cut_by_the_source_resumes_where_it_stopped(packed_small, s3_stor
     finally:
         s3_endpoint.fail_gets(shard, 0)
     arrived = {b.digest for b in back.store.backend.list_blobs()}
-    total = len({b for b, _ in _everything(src, s)})
+    total = len({r.blob for r in _everything(src, s)})
     assert 0 < len(arrived) < total and shard not in arrived
     with pytest.raises(SliceNotFound):
         back.slices.get(s.id)

@@ -15,9 +15,9 @@ from rayform.recordings.catalog_parts import CatalogRow
 
 
 def _closure(client, slice_):
-    out = {b for b, _ in slice_closure(slice_)}
+    out = {r.blob for r in slice_closure(slice_)}
     for p in client.packs.list(slice_):
-        out |= {b for b, _ in pack_closure(p)}
+        out |= {r.blob for r in pack_closure(p)}
     return out
 
 
@@ -105,7 +105,7 @@ def test_a_blob_missing_from_the_source_is_one_error_naming_the_fix(packed_small
     from rayform.errors import BlobNotFound
 
     src, s = packed_small
-    gone = next(b for b, what in slice_closure(s) if "bundle" in what)
+    gone = next(r.blob for r in slice_closure(s) if r.bundle)
     os.unlink(src.store.backend.blob_path(gone))
     dest = rayform.Client(tmp_path / "dst")
     with pytest.raises(BlobNotFound, match=f"{gone[:16]}.*missing.*rayform verify {s.id}"):

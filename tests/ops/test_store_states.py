@@ -33,7 +33,7 @@ from rayform.codec import imagecodec
 from rayform.errors import InvalidInput, RayformError
 from rayform.ops.pull import pull
 from rayform.ops.push import push
-from rayform.ops.references import pack_closure, slice_closure, store_closure
+from rayform.ops.references import Reference, pack_closure, slice_closure, store_closure
 from rayform.ops.verify import verify
 from rayform.read.reader import PackReader
 from rayform.store.store import Store
@@ -334,7 +334,7 @@ class StoreStates(RuleBasedStateMachine):
         touched, read_ok = self._read_everything()
         walk = {r.blob for r in store_closure(self.source.store, strict=False)}
         assert touched <= walk, f"reading touches blobs the walk misses: {sorted(touched - walk)[:3]}"
-        report = verify(self.source.store, [(b, "walked") for b in walk])
+        report = verify(self.source.store, [Reference(b, "walked") for b in walk])
         bad = {p.blob for p in report.problems}
         assert bad <= self.damaged, f"lost or corrupted, not by the test: {sorted(bad - self.damaged)[:3]}"
         assert read_ok == (not bad & touched)

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import os
 import re
+import struct
 
-from rayform.ops.references import pack_closure, slice_closure
+from rayform.codec import records
+from rayform.ops.references import Reference, pack_closure, segment_version, slice_closure
 from rayform.ops.verify import verify
+from rayform.store.bundle import MAGIC, pack_members
 
 
 def _flip(path: str, at: int) -> None:
@@ -52,5 +55,53 @@ def test_the_progress_bar_counts_each_blob_once(demo_client, capsys):
     blobs = list(slice_closure(s))
     report = verify(client.store, blobs + blobs[:5], progress=True)
     err = capsys.readouterr().err
-    totals = {int(m) for m in re.findall(r"\| *\d+/(\d+) ", err)}
-    assert report.blobs == len({b for b, _ in blobs}) and totals == {report.blobs}, err[-500:]
+    counts = [int(m) for m in re.findall(r"verify: (\d+)blob", err)]
+    assert report.blobs == len({r.blob for r in blobs}) and counts[-1] == report.blobs, err[-500:]
+
+
+def _hostile_bundles(client, seg) -> dict[str, bytes]:
+    """Bundles a store could hold under their true names (so they hash right): each wrong inside."""
+    members = {d: bytes(seg.bundle.get(d)) for d in seg.bundle.digests()}
+    honest = pack_members(members)
+    lying = bytearray(honest)
+    lying[-1] ^= 0x01  # the last member no longer hashes to its name
+    others = dict(members)
+    others.pop(seg.version)  # a sound bundle without the version's manifest
+    index_bytes = struct.unpack("<Q", honest[len(MAGIC):len(MAGIC) + 8])[0]
+    index = records.from_npy(honest[len(MAGIC) + 8:len(MAGIC) + 8 + index_bytes], "index").copy()
+    overlapping = index.copy()
+    overlapping[1, 4] = 0  # the second member starts inside the first
+    head = records.to_npy(overlapping)
+    forged = MAGIC + struct.pack("<Q", len(head)) + head + honest[len(MAGIC) + 8 + index_bytes:]
+    return {"a member not hashing to its name": bytes(lying), "the manifest absent": pack_members(others),
+            "members overlapping": forged, "not a bundle": b"just some bytes"}
+
+
+def test_verify_opens_every_bundle_and_reports_a_segment_it_cannot_read(demo_client):
+    """A bundle is a blob named by its hash: one written under its true name hashes right, so
+    verify opens it, checks its index and every member, and says so when the segment in it
+    cannot be read; never passing over it."""
+    client, s = demo_client
+    seg = s.segment(0)
+    assert verify(client.store, segment_version(client.store, seg.id, seg.version, bundle=seg.bundle.digest)).ok
+    for case, data in _hostile_bundles(client, seg).items():
+        digest = client.store.put_blob(data)
+        report = verify(client.store, segment_version(client.store, seg.id, seg.version, bundle=digest))
+        assert not report.ok, case
+        assert {p.blob for p in report.problems} == {digest} and len(report.problems) == 1, (case, report.problems)
+        assert "bundle" in report.problems[0].what and seg.id in report.problems[0].what
+
+
+def test_verify_stops_at_its_limit_without_walking_the_rest(demo_client):
+    client, s = demo_client
+    walked = 0
+
+    def references():
+        nonlocal walked
+        for i in range(1_000_000):
+            walked += 1
+            yield Reference(f"{i:064x}", f"segment {i}")
+
+    report = verify(client.store, references(), limit=7)
+    assert report.stopped and len(report.problems) == 7 and walked == 7
+    assert all(p.error == "is missing" for p in report.problems)

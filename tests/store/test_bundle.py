@@ -50,7 +50,8 @@ def _row(digest: bytes, offset: int, size: int) -> list[int]:
     return [*np.frombuffer(digest, "<u8").tolist(), offset, size]
 
 
-@pytest.mark.parametrize("case", ["magic", "index size", "outside", "unsorted", "dtype", "wrapped"])
+@pytest.mark.parametrize("case", ["magic", "index size", "outside", "unsorted", "dtype", "wrapped", "overlap",
+                                  "twice", "wrapped sum", "backwards"])
 def test_a_hostile_bundle_is_one_malformed(case):
     a, b = sorted([os.urandom(32), os.urandom(32)])
     data = {
@@ -60,6 +61,10 @@ def test_a_hostile_bundle_is_one_malformed(case):
         "unsorted": _forged(np.array([_row(b, 0, 4), _row(a, 4, 4)], "<u8"), b"12345678"),
         "dtype": _forged(np.arange(4, dtype=np.int64), b""),
         "wrapped": _forged(np.array([_row(a, 2**64 - 2, 4)], "<u8"), b"12345678"),
+        "overlap": _forged(np.array([_row(a, 0, 6), _row(b, 4, 4)], "<u8"), b"12345678"),
+        "twice": _forged(np.array([_row(a, 0, 4), _row(a, 4, 4)], "<u8"), b"12345678"),
+        "wrapped sum": _forged(np.array([_row(a, 4, 2**64 - 2)], "<u8"), b"12345678"),
+        "backwards": _forged(np.array([_row(a, 4, 4), _row(b, 0, 4)], "<u8"), b"12345678"),
     }[case]
     with pytest.raises(Malformed):
         Bundle("0" * 64, data)
