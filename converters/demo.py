@@ -23,6 +23,7 @@ import numpy as np
 from rayform.client import Client
 from rayform.codec import imagecodec
 from rayform.errors import NotFound
+from rayform.interrupts import held
 from rayform.recordings.segment_writer import SegmentRef, segment_id
 from rayform.recordings.streams import ArrayStream, ImageStream, PoseStream, Stream
 
@@ -173,23 +174,35 @@ def demo_episodes(config: DemoConfig) -> Iterator[tuple[str, list[Stream], dict[
 
 def ingest_demo(client: Client, site: str = "demo", config: DemoConfig = DemoConfig(),
                 progress: bool = False) -> list[SegmentRef]:
-    """Add the demo episodes to ``client``'s store at ``site``. An episode already there, made
-    with the same config (its segment's meta says so), is reused, not simulated again: its
-    content would be the same bytes."""
+    """Add the demo episodes to ``client``'s store at ``site``, all or nothing (as an ingest:
+    each episode is stored as it is simulated, none visible until all are, and a failure or a
+    Ctrl-C takes back what was written). An episode already there, made with the same config
+    (its segment's meta says so), is reused, not simulated again: its content would be the
+    same bytes."""
     from tqdm.auto import tqdm
 
     refs = []
     made = asdict(config)
-    for episode in tqdm(range(config.episodes), desc="demo episodes", unit="episode", disable=not progress,
-                        leave=False):
-        name = episode_name(episode)
+    with client.store.recording_new_blobs() as written:
         try:
-            found = client.segments.get(segment_id(site, name))
-        except NotFound:
-            found = None
-        if found is not None and found.meta.get("demo") == made:
-            refs.append(SegmentRef(found.id, found.version, found.site, found.name))
-            continue
-        _, streams, meta = demo_episode(config, episode)
-        refs.append(client.segments.add(site, name, streams, meta))
+            new = []
+            for episode in tqdm(range(config.episodes), desc="demo episodes", unit="episode",
+                                disable=not progress, leave=False):
+                name = episode_name(episode)
+                try:
+                    found = client.segments.get(segment_id(site, name))
+                except NotFound:
+                    found = None
+                if found is not None and found.meta.get("demo") == made:
+                    refs.append(SegmentRef(found.id, found.version, found.site, found.name))
+                    continue
+                _, streams, meta = demo_episode(config, episode)
+                (ref,) = client.segments.store_many([(site, name, streams, meta)])
+                refs.append(ref)
+                new.append(ref)
+            with held():  # the commit: one catalog part, whole
+                client.segments.record(new)
+        except BaseException:
+            client.segments.discard(written)
+            raise
     return refs

@@ -39,10 +39,12 @@ ALOHA_ARRAYS = {"qpos": "joints/position", "qvel": "joints/velocity", "effort": 
 def _open(path: Path) -> Any:
     import h5py
 
+    if Path(path).is_dir():
+        raise InvalidInput(f"{path}: a folder; ingest hdf5 takes HDF5 files (e.g. {path}/*.hdf5)")
     try:
         return h5py.File(path, "r")
-    except OSError as e:
-        raise InvalidInput(f"{path}: not a readable HDF5 file ({e})") from None
+    except OSError as e:  # h5py's message runs to several lines of HDF5's internals: the first says it
+        raise InvalidInput(f"{path}: not a readable HDF5 file ({str(e).splitlines()[0][:160]})") from None
 
 
 def _fps(f: Any, path: Path, fps: float | None) -> float:

@@ -12,6 +12,7 @@ adds none). With video kept as recorded (LeRobot), a task is I/O: it copies pack
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Executor
@@ -72,6 +73,17 @@ def _rlds(path: str, options: Mapping[str, Any]) -> Episodes:
 FORMATS: dict[str, Callable[[str, Mapping[str, Any]], Episodes]] = {"lerobot": _lerobot, "hdf5": _hdf5, "ros": _ros,
                                                                     "rlds": _rlds}
 REMOTE = ("lerobot", "rlds")  # formats whose sources may be URLs
+# the module a format reads with, and the extra bringing it (LeRobot's videos: PyAV, asked where read)
+NEEDS = {"hdf5": ("h5py", "hdf5"), "ros": ("rosbags", "ros"), "rlds": ("google.protobuf", "rlds")}
+
+
+def check_extra(fmt: str) -> None:
+    """One line naming the ``pip install`` where the library a format reads with is absent."""
+    if fmt not in NEEDS:
+        return
+    module, extra = NEEDS[fmt]
+    if importlib.util.find_spec(module.split(".")[0]) is None or importlib.util.find_spec(module) is None:
+        raise InvalidInput(f"ingest {fmt} needs {module}: pip install 'rayform[{extra}]'")
 
 
 class Client(Protocol):
@@ -181,6 +193,7 @@ def ingest(
     ``workers`` (default: all cores)."""
     if fmt not in FORMATS:
         raise InvalidInput(f"format {fmt!r}: one of {', '.join(sorted(FORMATS))}")
+    check_extra(fmt)
     from tqdm.auto import tqdm
 
     from rayform.recordings.segment_writer import check_site
@@ -255,6 +268,7 @@ def _tasks(job: SourceJob, workers: int) -> list[SourceJob]:
 
 def describe(fmt: str, path: str | os.PathLike[str], fps: float | None = None) -> list[str]:
     """What a source holds, before converting it: one line per feature or dataset."""
+    check_extra(fmt)
     if fmt == "rlds":
         from rayform.converters.rlds import describe as describe_rlds
 

@@ -290,6 +290,10 @@ def _json(files: SourceFiles, path: PurePath) -> dict[str, Any]:
     except FileNotFoundError:
         raise InvalidInput(f"{files.url}: no {path.name}; an RLDS dataset folder (<name>/<version>/) has "
                            "dataset_info.json and features.json") from None
+    except InvalidInput:
+        raise
+    except RecursionError:
+        raise InvalidInput(f"{path}: JSON nested deeper than Python reads") from None
     except ValueError as e:
         raise InvalidInput(f"{path}: not JSON ({e})") from None
     if not isinstance(doc, dict):

@@ -46,7 +46,12 @@ class SourceFiles:
 
     def read_text(self, path: PurePath) -> str:
         if self.fs is None:
-            return Path(path).read_text()
+            try:
+                return Path(path).read_text()
+            except NotADirectoryError:
+                raise InvalidInput(f"{self.url}: not a folder (a dataset is read from its folder)") from None
+            except (IsADirectoryError, PermissionError, UnicodeDecodeError) as e:
+                raise InvalidInput(f"{self.url}: cannot read {path} ({type(e).__name__})") from None
         try:
             return str(self.fs.cat_file(str(path)).decode())
         except FileNotFoundError:

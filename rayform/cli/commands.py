@@ -296,7 +296,8 @@ def view(args: argparse.Namespace) -> int:
         print(f"rayform view: {client.store.display} at {url} (Ctrl-C stops it)", flush=True)
 
     serve(client, args.host, args.port, ready)
-    return 0
+    # the server runs until a signal stops it (aiohttp answers it and returns): a Ctrl-C, as any command's
+    raise KeyboardInterrupt
 
 
 def push(args: argparse.Namespace) -> int:

@@ -149,6 +149,8 @@ class Segments:
     def discard(self, blobs: Sequence[NewBlob]) -> None:
         """Take back blobs a failed write stored (new ones, that nothing visible names yet; one
         another writer has freshened since is its now, and stays: ``store.freshness``)."""
+        if not blobs:  # nothing to take back: no store to reach (an offline one refuses every write)
+            return
         try:
             self.store.take_back(blobs)
         except RayformError as e:  # left to `rayform gc`, which finds them unreachable

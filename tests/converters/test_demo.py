@@ -44,3 +44,27 @@ def test_demo_reuses_the_episodes_it_made_with_the_same_config(tmp_path, monkeyp
     assert demo.ingest_demo(client, "lab", config) == first and made == []  # nothing simulated again
     other = demo.ingest_demo(client, "lab", DemoConfig(episodes=2, seconds=1.0, image_size=16, seed=5))
     assert made == [0, 1] and [r.version for r in other] != [r.version for r in first]
+
+
+def test_a_demo_stopped_midway_leaves_the_store_as_it_was(tmp_path, monkeypatch):
+    """Ctrl-C after some episodes: none of them is listed, and none of their blobs is left."""
+    import pytest
+
+    import rayform
+    from rayform.converters import demo
+
+    client = rayform.Client(tmp_path / "store")
+    demo.ingest_demo(client, "other", DemoConfig(episodes=1, seconds=1.0, image_size=16))
+    before = sorted(p.name for p in (tmp_path / "store").rglob("*") if p.is_file())
+    real = demo.demo_episode
+
+    def stopped_at_the_third(config, episode):
+        if episode == 2:
+            raise KeyboardInterrupt
+        return real(config, episode)
+
+    monkeypatch.setattr(demo, "demo_episode", stopped_at_the_third)
+    with pytest.raises(KeyboardInterrupt):
+        demo.ingest_demo(client, "lab", DemoConfig(episodes=4, seconds=1.0, image_size=16))
+    assert client.segments.sites() == ["other"]
+    assert sorted(p.name for p in (tmp_path / "store").rglob("*") if p.is_file()) == before

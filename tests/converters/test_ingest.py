@@ -47,3 +47,17 @@ def test_all_sources_become_visible_together_with_their_slice(tmp_path):
                     progress=False)
     assert [r.name for r in report.segments] == ["ep0", "ep1", "ep2"]
     assert client.slices.get("three") == report.slice and len(client.segments.list("lab")) == 3
+
+
+def test_a_format_without_its_extra_names_the_pip_install(client, monkeypatch):
+    import importlib.util
+
+    from rayform.converters.ingest import describe, ingest
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name in ("h5py", "rosbags") else real(name, *a))
+    for fmt, extra in (("hdf5", "hdf5"), ("ros", "ros")):
+        with pytest.raises(InvalidInput, match=rf"pip install 'rayform\[{extra}\]'"):
+            ingest(client, fmt, ["x"], "lab", progress=False)
+        with pytest.raises(InvalidInput, match=rf"pip install 'rayform\[{extra}\]'"):
+            describe(fmt, "x")

@@ -112,3 +112,14 @@ def test_a_corrupt_segment_blob_is_one_clear_error(client, tmp_path):
     bundles._OPEN.clear()  # as a new process
     with pytest.raises(IntegrityError, match=digest[:16]):
         fresh.segments.get(ref.id).values("joints/position")
+
+
+def test_a_failed_write_with_nothing_to_take_back_says_nothing(client, monkeypatch, caplog):
+    """An offline store refuses every write, take-backs too: a write that failed before storing
+    anything must not warn that it could not take back its 0 blobs before its real error."""
+    def refused(blobs):
+        raise rayform.errors.OfflineError("offline")
+
+    monkeypatch.setattr(client.store, "take_back", refused)
+    client.segments.discard([])
+    assert "could not take back" not in caplog.text
