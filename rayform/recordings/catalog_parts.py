@@ -125,6 +125,32 @@ def table_of(rows: Sequence[CatalogRow]) -> Any:
     })
 
 
+def unique_versions(table: Any) -> Any:
+    """``table`` with one row per segment version, in its order: of rows naming one (id,
+    version), the one recorded last, the first of those where they tie. Compactions that ran at
+    once over overlapping runs of parts each keep the rows they share; whichever later merges
+    them keeps the same row, whatever the parts' order."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if table.num_rows < 2:
+        return table
+    at = pa.array(np.arange(table.num_rows, dtype=np.int64))
+    keyed = pa.table({"id": table.column("id"), "version": table.column("version"),
+                      "recorded": table.column("recorded"), "at": at})
+    order = pc.sort_indices(keyed, sort_keys=[("id", "ascending"), ("version", "ascending"),
+                                              ("recorded", "descending"), ("at", "ascending")],
+                            null_placement="at_end")
+    ids, versions = pc.take(keyed.column("id"), order), pc.take(keyed.column("version"), order)
+    starts = np.ones(table.num_rows, bool)  # where a (id, version) begins in that order: its winner
+    starts[1:] = ~(pc.equal(ids[1:], ids[:-1]).to_numpy(zero_copy_only=False)
+                   & pc.equal(versions[1:], versions[:-1]).to_numpy(zero_copy_only=False))
+    if starts.all():
+        return table
+    keep = np.sort(pc.take(at, order).to_numpy()[starts])
+    return table.take(pa.array(keep))
+
+
 def decode(data: bytes, what: str, columns: Sequence[str] | None = None) -> Any:
     """A part's rows as a ``pyarrow.Table`` (of ``columns``), checked: untrusted Parquet is one
     Malformed, and every name in it is checked against its grammar before it is used."""

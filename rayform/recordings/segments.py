@@ -34,6 +34,7 @@ from rayform.recordings.catalog_parts import (
     catalog_row,
     encode_table,
     table_of,
+    unique_versions,
 )
 from rayform.recordings.segment_reader import Segment
 from rayform.recordings.segment_writer import SEGMENT_FORMAT, SegmentRef, SegmentWriter, check_site
@@ -225,7 +226,7 @@ class Segments:
             return None
         folded = [self.row_of(sid, v, recorded=i) for sid, _, _, versions in legacy for i, v in enumerate(versions)]
         tables = ([table_of(folded)] if folded else []) + [part_table(self.store, p) for p in parts]
-        merged = pa.concat_tables([t.select(list(COLUMNS)) for t in tables])
+        merged = unique_versions(pa.concat_tables([t.select(list(COLUMNS)) for t in tables]))
         keys = [f"{LEGACY}/{site}/{sid}.json" for sid, _, _, _ in legacy]
         part = catalog.parts.compact(site, encode_table(merged), merged.num_rows, parts, keys)
         return Compacted(part, tuple(p.key for p in parts), len(legacy))

@@ -161,3 +161,32 @@ def test_two_writers_racing_one_failing_with_gc_beside_them_lose_nothing_referen
     assert len(refs) == 4 * 12 + 4 * 6  # every round of the first writer, every other of the second
     assert _complete(client, refs)
     assert not [p for p in (root / "blobs").rglob(".gone-*")]
+
+
+def _adding(root, writer: int, rounds: int) -> None:
+    client = rayform.Client(root)
+    t = np.arange(5, dtype=np.int64) * 10**8
+    for r in range(rounds):  # each append tidies the site: compactions racing the others'
+        client.segments.add("lab", f"w{writer}-{r}", [rayform.ArrayStream("j", t, np.full((5, 1), r, np.float32))])
+    os._exit(0)
+
+
+def test_concurrent_ingests_and_their_compactions_keep_one_row_per_version(tmp_path):
+    """4 writers appending to one site at once, each append's tidy compacting the newest parts
+    while the others do: no version lost, and once compacted, one row for each."""
+    root = tmp_path / "store"
+    rayform.Client(root).segments.add("lab", "first", _episode(0))
+    writers = [CTX.Process(target=_adding, args=(root, w, 12)) for w in range(4)]
+    for p in writers:
+        p.start()
+    for p in writers:
+        p.join(240)
+    assert [p.exitcode for p in writers] == [0] * 4
+    client = rayform.Client(root)
+    listed = client.segments.catalog.table(site="lab")
+    versions = set(zip(listed.column("id").to_pylist(), listed.column("version").to_pylist()))
+    assert len(versions) == 1 + 4 * 12
+    client.segments.compact("lab")
+    after = client.segments.catalog.table(site="lab")
+    assert after.num_rows == len(versions)
+    assert set(zip(after.column("id").to_pylist(), after.column("version").to_pylist())) == versions

@@ -5,15 +5,18 @@ stores written before catalogs still read (and folded in)."""
 from __future__ import annotations
 
 import json
+import os
 import threading
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import rayform
 from rayform.errors import Malformed
 from rayform.recordings import catalog as catalog_module
-from rayform.recordings.catalog_parts import PREFIX, CatalogParts, new_key, ref_key
+from rayform.recordings.catalog_parts import PREFIX, CatalogParts, CatalogRow, new_key, ref_key
 from rayform.recordings.segment_writer import SEGMENT_FORMAT, segment_id
 from rayform.recordings.slices import SliceSegment
 from rayform.store.content import canonical_json
@@ -254,3 +257,47 @@ def test_a_packs_common_streams_read_the_catalog_and_the_manifests_it_lacks(tmp_
     monkeypatch.setattr("rayform.recordings.segments.Segments.manifest", manifest)
     assert _common_streams(fresh) == ("extra", "joints") and read == []  # the catalog said it all
     assert _common_streams(both) == ("joints",) and sorted(read) == sorted(o.id for o in old)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 5), st.integers(0, 2), st.integers(0, 3)), min_size=1, max_size=40),
+       st.randoms(use_true_random=False))
+def test_one_row_per_version_whatever_the_parts_order(rows, rnd):
+    """Compactions that ran at once over overlapping runs of parts: merged later in any order,
+    the same rows stay, one a version, the one recorded last."""
+    from rayform.recordings.catalog_parts import table_of, unique_versions
+
+    made = [CatalogRow(f"seg_{i:012x}", "n", "lab", f"{v:064x}", None, recorded, 0, 1) for i, v, recorded in rows]
+    shuffled = list(made)
+    rnd.shuffle(shuffled)
+    kept = [unique_versions(table_of(m)) for m in (made, shuffled)]
+    as_sets = [set(zip(*(k.column(c).to_pylist() for c in ("id", "version", "recorded")))) for k in kept]
+    assert as_sets[0] == as_sets[1]
+    latest: dict[tuple[str, str], int] = {}
+    for r in made:
+        latest[(r.id, r.version)] = max(latest.get((r.id, r.version), r.recorded), r.recorded)
+    assert as_sets[0] == {(i, v, rec) for (i, v), rec in latest.items()}
+    listed = iter([(r.id, r.version, r.recorded) for r in made])
+    in_order = list(zip(*(kept[0].column(c).to_pylist() for c in ("id", "version", "recorded"))))
+    assert all(row in listed for row in in_order)  # a subsequence: the table's own order kept
+
+
+def test_segments_compact_folds_duplicated_rows_into_one_per_version(client):
+    """Two compactions ran at once over overlapping parts: both merged parts are live, sharing
+    rows; the next compaction keeps one row a version."""
+    from rayform.recordings.catalog_parts import CatalogParts, encode_table, table_of
+
+    t = np.arange(5, dtype=np.int64) * 10**8
+    refs = [client.segments.add("lab", f"e{i}", [rayform.ArrayStream("j", t, np.full((5, 1), i, np.float32))])
+            for i in range(3)]
+    parts = CatalogParts(client.store)
+    rows = client.segments.catalog.table(site="lab")
+    assert rows.num_rows == 3
+    for _ in range(2):  # what two compactions that raced leave: the same rows in two live parts
+        parts._write("lab", encode_table(rows.select(list(table_of([]).column_names))), "20990101T000000000000Z-"
+                     + os.urandom(4).hex(), (), rows.num_rows)
+    assert client.segments.catalog.table(site="lab").num_rows == 9
+    client.segments.compact("lab")
+    after = client.segments.catalog.table(site="lab")
+    assert sorted(zip(after.column("id").to_pylist(), after.column("version").to_pylist())) == \
+        sorted((r.id, r.version) for r in refs)
