@@ -200,6 +200,7 @@ def ingest_demo(client: Client, site: str = "demo", config: DemoConfig = DemoCon
                 (ref,) = client.segments.store_many([(site, name, streams, meta)])
                 refs.append(ref)
                 new.append(ref)
+            client.segments.confirm(written)
             with held():  # the commit: one catalog part, whole
                 client.segments.record(new)
         except BaseException:

@@ -229,6 +229,7 @@ def ingest(
     # the commit: a catalog part per site, then the slice; a Ctrl-C meanwhile waits for both
     with held():
         try:
+            client.segments.confirm([d for r in done for d in r.written])
             client.segments.record(report.segments)
         except BaseException:
             client.segments.discard([d for r in done for d in r.written])

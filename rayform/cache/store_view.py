@@ -188,6 +188,9 @@ class CachedStore:
             return self.cache.has(digest)
         return self.backend.has_blob(digest)
 
+    def confirm_blob(self, digest: str) -> bool:
+        return self.backend.confirm_blob(digest)
+
     def get_blob(self, digest: str, what: str = "") -> bytes:
         """The blob's bytes, verified (for a remote store: through its cached copy)."""
         if self.cache is None:

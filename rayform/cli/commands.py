@@ -336,7 +336,7 @@ def gc(args: argparse.Namespace) -> int:
 
     client = store_client(args)
     grace = parse_duration(args.grace)
-    report = collect(client, delete=args.delete, grace_s=grace)
+    report = collect(client, delete=args.delete, grace_s=grace, force=args.force)
     done = "deleted" if report.deleted else "would delete"
     young = f" and {report.young} written in the last {args.grace} or of unknown age" if grace > 0 or report.young else ""
     print(f"{client.store.display}: {done} {plural(len(report.garbage), 'unreachable blob')} "

@@ -257,6 +257,8 @@ def _parser() -> argparse.ArgumentParser:
     g.add_argument("--grace", default="1h", metavar="DURATION",
                    help="keep blobs written this recently, e.g. 1h, 30m, 0 (default 1h: a running ingest "
                         "or pack writes blobs before the ref that reaches them)")
+    g.add_argument("--force", action="store_true",
+                   help="delete with a grace under 10m (only when nothing writes to the store meanwhile)")
     g.set_defaults(run=c.gc)
 
     v = _command(sub, common, "verify", help="re-hash every blob of a slice and its packs")

@@ -21,11 +21,13 @@ import time
 from dataclasses import dataclass, field
 
 from rayform.client import Client
-from rayform.errors import RayformError, StoreError
+from rayform.errors import InvalidInput, RayformError, StoreError
 from rayform.ops.references import store_closure
 from rayform.store.store import StoredBlob
 
 GRACE_S = 3600.0
+GRACE_FLOOR_S = 600.0  # a shorter grace deletes only with force: it would take a running writer's blobs
+CLOCK_SLACK_S = 1.0  # a store's times may be whole seconds (S3's LastModified): a blob is as young as it may be
 
 
 @dataclass
@@ -49,17 +51,25 @@ def reachable(client: Client) -> set[str]:
                          "repair or remove that ref first (rayform verify names bad blobs)") from None
 
 
-def collect(client: Client, *, delete: bool = False, grace_s: float = GRACE_S, now: float | None = None) -> GcReport:
-    """Find (and with ``delete``, delete) the blobs no ref reaches that are older than ``grace_s``."""
+def collect(client: Client, *, delete: bool = False, grace_s: float = GRACE_S, now: float | None = None,
+            force: bool = False) -> GcReport:
+    """Find (and with ``delete``, delete) the blobs no ref reaches that are older than ``grace_s``.
+    A grace under ``GRACE_FLOOR_S`` deletes only with ``force``: an ingest or a pack running
+    meanwhile has written blobs that no ref reaches yet, and would lose them. Ages allow for a
+    store that tells times in whole seconds."""
     if grace_s < 0:
         raise StoreError(f"gc: a grace period of {grace_s:g} s; give 0 or more")
+    if delete and grace_s < GRACE_FLOOR_S and not force:
+        raise InvalidInput(f"gc: a grace of {grace_s:g} s would delete the blobs of an ingest or a pack running now "
+                           f"(written before the ref that reaches them); give {GRACE_FLOOR_S / 60:g} min or more, "
+                           "or --force when nothing writes to this store")
     report = GcReport()
     keep = reachable(client)
     now = time.time() if now is None else now
     for blob in client.store.list_blobs():
         if blob.digest in keep:
             report.reachable += 1
-        elif blob.modified is None or now - blob.modified < grace_s:
+        elif blob.modified is None or now - blob.modified < grace_s + CLOCK_SLACK_S:
             report.young += 1
         else:
             report.garbage.append(blob)
@@ -69,7 +79,8 @@ def collect(client: Client, *, delete: bool = False, grace_s: float = GRACE_S, n
         report.reachable += len(saved)
         report.garbage = [b for b in report.garbage if b.digest not in again]
         # each deleted unless freshened since the cut-off: a writer that found it meanwhile keeps it
-        deleted = [b for b in report.garbage if client.store.collect_blob(b.digest, now - grace_s)]
+        cutoff = now - grace_s - CLOCK_SLACK_S
+        deleted = [b for b in report.garbage if client.store.collect_blob(b.digest, cutoff)]
         report.young += len(report.garbage) - len(deleted)
         report.garbage = deleted
         client.store.sweep_temporaries()

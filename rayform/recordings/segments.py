@@ -21,7 +21,7 @@ from typing import Any
 
 from rayform import names
 from rayform.cache.store_view import CachedStore
-from rayform.errors import NotFound, RayformError, SegmentNotFound
+from rayform.errors import NotFound, RayformError, SegmentNotFound, StoreError
 from rayform.interrupts import held
 from rayform.recordings.bundles import open_bundle
 from rayform.recordings.catalog import LEGACY, Catalog, catalog_of, part_table
@@ -94,6 +94,7 @@ class Segments:
         with self.store.recording_new_blobs() as written:
             try:
                 refs = self.store_many(segments, allow_nonfinite=allow_nonfinite)
+                self.confirm(written)
                 with held():  # the commit: one part per site, whole (a Ctrl-C waits for it)
                     self.record(refs)
             except BaseException:
@@ -108,6 +109,17 @@ class Segments:
         for site, name, streams, meta in segments:
             writer.put(site, name, streams, meta, allow_nonfinite)
         return writer.finish()
+
+    def confirm(self, written: Sequence[NewBlob]) -> None:
+        """Check, right before a commit, that every blob the write stored or found is still
+        there, and freshen it so that a gc deciding from now on keeps it (a few: small ones are
+        in bundles): a gc with a grace shorter than the write (``gc --force``) may have deleted
+        one, and a commit naming it would lose its data."""
+        for digest in dict.fromkeys(b.digest for b in written):
+            if not self.store.confirm_blob(digest):
+                raise StoreError(f"blob {digest[:16]} of this write was deleted before its commit (a gc with a "
+                                 f"grace shorter than the write, in {self.store.display}?); nothing was recorded: "
+                                 "write it again, and run gc with a longer --grace")
 
     def record(self, refs: Sequence[SegmentRef]) -> None:
         """Make stored segment versions visible: each becomes its segment's latest (one catalog

@@ -98,6 +98,14 @@ class Freshness:
         rewrite()
         return True, self._modified(path)
 
+    def confirm(self, path: str) -> bool:
+        """Freshen the blob at ``path`` where that costs no rewrite (a local file's time, an S3
+        object's metadata), so a gc deciding from now on keeps it: False if it is gone. Other
+        stores only say whether it is there."""
+        if self.is_local or self.protocol in _METADATA:
+            return self.freshen(path, lambda: None)[0]
+        return bool(self.fs.exists(path))
+
     def mark(self, path: str) -> Mark:
         """What a writer's own write of ``path`` left (``NewBlob.mark``)."""
         if self.is_local:

@@ -251,6 +251,14 @@ class Store:
         except Exception as e:
             raise store_error(self.display, f"cannot delete blob {digest[:16]}", e) from e
 
+    def confirm_blob(self, digest: str) -> bool:
+        """A blob a writer stored or found, freshened right before the commit that names it
+        (``freshness.confirm``): False if it is gone."""
+        try:
+            return self.freshness.confirm(self.blob_path(digest))
+        except Exception as e:
+            raise store_error(self.display, f"cannot confirm blob {digest[:16]}", e) from e
+
     def collect_blob(self, digest: str, cutoff: float) -> bool:
         """Delete an unreachable blob (``rayform gc`` only) unless it was written or freshened
         after ``cutoff`` (seconds since the epoch). True if it was deleted."""

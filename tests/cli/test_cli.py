@@ -310,12 +310,17 @@ def test_gc_is_a_dry_run_unless_told_and_keeps_young_blobs(demo_store, tmp_path)
     orphan = copy / "blobs" / "ab" / ("ab" + "0" * 62)
     orphan.parent.mkdir(exist_ok=True)
     orphan.write_bytes(b"not even its own hash; no ref names it")
+    os.utime(orphan, (os.path.getmtime(orphan) - 60,) * 2)  # older than a store's clock can blur
     r = run("gc", store=copy)
     assert r.returncode == 0 and "would delete 0 unreachable blobs" in r.stdout and "kept" in r.stdout, r.stdout
     r = run("gc", "--grace", "0", store=copy)
     assert "would delete 1 unreachable blob (" in r.stdout and "--delete" in r.stdout and orphan.exists()
     assert "written in the last" not in r.stdout  # nothing is young with no grace: not "in the last 0"
-    r = run("gc", "--grace", "0", "--delete", store=copy)
+    r = run("gc", "--grace", "0", "--delete", store=copy)  # beside a running writer it would take its blobs
+    assert r.returncode == 2 and "--force" in r.stderr and len(r.stderr.strip().splitlines()) == 1 and orphan.exists()
+    r = run("gc", "--grace", "9m", "--delete", store=copy)
+    assert r.returncode == 2 and orphan.exists()
+    r = run("gc", "--grace", "0", "--delete", "--force", store=copy)
     assert "deleted 1 unreachable blob (" in r.stdout and not orphan.exists()
     assert run("verify", slice_id, store=copy).returncode == 0
 

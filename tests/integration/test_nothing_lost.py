@@ -37,7 +37,7 @@ def _samples(client: rayform.Client, slice_id: str) -> list:
 def test_a_kept_video_slice_survives_gc_and_verifies_and_packs_and_pushes(real_data, s3_store_url, tmp_path):
     env = {**os.environ, "RAYFORM_STORE": str(tmp_path / "store"), "RAYFORM_CACHE_DIR": str(tmp_path / "cache")}
     assert _cli("ingest", "lerobot", str(real_data / V30), "--site", "so101", "--slice", "so101", env=env).returncode == 0
-    gc = _cli("gc", "--grace", "0s", "--delete", env=env)
+    gc = _cli("gc", "--grace", "0s", "--delete", "--force", env=env)
     assert gc.returncode == 0, gc.stderr
     verified = _cli("verify", "so101", env=env)
     assert verified.returncode == 0 and verified.stdout.rstrip().endswith("ok"), verified.stdout + verified.stderr

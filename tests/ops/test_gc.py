@@ -134,3 +134,31 @@ def test_a_ref_written_during_gc_saves_the_blobs_it_names(base_store, tmp_path, 
     collect(c, delete=True)
     slice_ = c.slices.get(slice_key.rsplit("/", 1)[-1].removesuffix(".json"))
     assert verify(c.store, slice_closure(slice_)).ok
+
+
+def test_a_blob_timed_in_whole_seconds_is_as_young_as_it_may_be(tmp_path):
+    """S3 tells a blob's time in whole seconds: one written at T+0.8 says T. gc with no grace
+    at T+0.9 must not take it for 0.9 s old when it may be 0.1."""
+    import math
+    import time
+
+    from rayform.ops.gc import collect
+
+    c = rayform.Client(tmp_path / "store")
+    digest = c.store.put_blob(b"written a moment ago by a writer whose ref is not yet there")
+    whole = math.floor(time.time()) - 5
+    os.utime(c.store.backend.blob_path(digest), (whole, whole))
+    report = collect(c, delete=True, grace_s=0, force=True, now=whole + 0.9)
+    assert report.garbage == [] and report.young == 1 and c.store.has_blob(digest)
+    assert [b.digest for b in collect(c, delete=True, grace_s=0, force=True, now=whole + 1.5).garbage] == [digest]
+
+
+def test_a_grace_under_the_floor_deletes_only_when_forced(tmp_path):
+    from rayform.errors import InvalidInput
+    from rayform.ops.gc import GRACE_FLOOR_S, collect
+
+    c = rayform.Client(tmp_path / "store")
+    c.store.put_blob(b"x")
+    with pytest.raises(InvalidInput, match="--force"):
+        collect(c, delete=True, grace_s=GRACE_FLOOR_S - 1)
+    assert collect(c, grace_s=0, now=time.time() + 5).garbage  # a dry run says what would go, unforced

@@ -233,7 +233,7 @@ class StoreStates(RuleBasedStateMachine):
         from rayform.ops.gc import collect
 
         try:
-            collect(self.source, delete=True, grace_s=0)
+            collect(self.source, delete=True, grace_s=0, force=True)
         except RayformError:
             assert self.damaged, "gc failed on a whole store"  # a manifest it cannot read stops it
 

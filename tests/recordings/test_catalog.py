@@ -169,7 +169,7 @@ def test_a_store_written_before_catalogs_reads_and_compacts(tmp_path):
     assert again.slices.get(s.id).segment(2).values("joints")[0].tolist() == [2.0, 2.0]
     from rayform.ops.gc import collect
 
-    collect(again, delete=True, grace_s=0)  # the folded part now reaches the loose manifests and data
+    collect(again, delete=True, grace_s=0, force=True)  # the folded part now reaches the loose manifests and data
     assert again.slices.get(s.id).segment(0).values("joints").shape == (10, 2)
     assert again.segments.get(old[0].id).values("joints").shape == (10, 2)
 

@@ -123,3 +123,29 @@ def test_a_failed_write_with_nothing_to_take_back_says_nothing(client, monkeypat
     monkeypatch.setattr(client.store, "take_back", refused)
     client.segments.discard([])
     assert "could not take back" not in caplog.text
+
+
+def test_a_write_whose_blob_went_before_its_commit_records_nothing(client, monkeypatch):
+    """gc with a grace shorter than a write (``--force``) deleted one of its blobs meanwhile:
+    the commit checks them and fails, naming the fix, rather than name data that is gone."""
+    from rayform.recordings.segments import Segments
+
+    t = np.arange(400_000, dtype=np.int64)  # a loose blob (small ones are bundled)
+    real = Segments.store_many
+
+    def then_deleted(self, *a, **k):
+        refs = real(self, *a, **k)
+        seg_blob = client.store.backend.blob_path(rayform.store.content.sha256_hex(records_npy(t)))
+        os.unlink(seg_blob)
+        return refs
+
+    monkeypatch.setattr(Segments, "store_many", then_deleted)
+    with pytest.raises(rayform.errors.StoreError, match="deleted before its commit.*longer --grace"):
+        client.segments.add("lab", "ep", [ArrayStream("j", t, np.zeros((len(t), 1), np.float32))])
+    assert client.segments.sites() == []
+
+
+def records_npy(a):
+    from rayform.codec import records
+
+    return records.to_npy(a)

@@ -52,7 +52,7 @@ def test_a_large_slice_splits_packs_pushes_and_survives_gc(tabled, tmp_path):
     pack = client.pack(s, 15, workers=1, progress=False)
     assert pack.samples > 0
     assert s.table_blob in {r.blob for r in slice_closure(s)}
-    collect(client, delete=True, grace_s=0)
+    collect(client, delete=True, grace_s=0, force=True)
     assert client.slices.get(s.id).segment(0).values("joints").shape == (30, 2)
     dest = rayform.Client(tmp_path / "dest")
     push(client, s.id, dest, progress=False)
