@@ -4,6 +4,7 @@ stores written before catalogs still read (and folded in)."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import threading
@@ -301,3 +302,36 @@ def test_segments_compact_folds_duplicated_rows_into_one_per_version(client):
     after = client.segments.catalog.table(site="lab")
     assert sorted(zip(after.column("id").to_pylist(), after.column("version").to_pylist())) == \
         sorted((r.id, r.version) for r in refs)
+
+
+@pytest.mark.parametrize("bomb", ["rows", "text"])
+def test_a_catalog_part_that_decodes_to_far_more_than_its_bytes_is_refused_before_decoding(tmp_path, bomb):
+    """Parquet compresses a constant column to nothing: a small part can declare millions of
+    rows, or one long text repeated on every row (gigabytes decoded). Both are refused from
+    what the footer and the dictionary say, before decoding."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    client = rayform.Client(tmp_path / "store")
+    client.segments.add_many([_episode(i) for i in range(3)])
+    part = client.segments.catalog.parts.live("lab")[0]
+    table = catalog_module.part_table(client.store, part)
+    out = io.BytesIO()
+    if bomb == "rows":  # five million copies of one id: some kilobytes
+        n = 5_000_000
+        ids = pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)), pa.array([table.column("id")[0].as_py()]))
+        pq.write_table(pa.table({"id": ids}), out, compression="zstd", store_schema=False)
+        message = "declares 5000000 rows"
+    else:  # 30,000 rows sharing one text of a MiB: 30 GB decoded
+        n = 30_000
+        rows = table.take(pa.array(np.zeros(n, np.int64)))
+        meta = pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)), pa.array([os.urandom(1 << 19).hex()]))
+        pq.write_table(rows.set_column(rows.schema.get_field_index("meta"), "meta", meta), out, compression="zstd",
+                       store_schema=False)  # read back as plain text, as an honest part
+        message = "its text decodes to over"
+    digest = client.store.put_blob(out.getvalue())
+    client.store.put_ref(ref_key("lab", part.key), {"format": "rayform.catalog-part/1", "part": digest, "rows": n,
+                                                    "replaces": []})
+    catalog_module._TABLES.clear()
+    with pytest.raises(Malformed, match=message):
+        client.segments.catalog.table(site="lab")  # every column, as a query on metadata reads it
