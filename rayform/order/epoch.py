@@ -20,6 +20,9 @@ import numpy as np
 
 from rayform.order.mixture import MixtureOrder
 from rayform.order.partition import shard_order
+from rayform.permutation import Permutation
+
+_PAD_SALT = 0x9AD << 52
 
 
 class EpochOrder:
@@ -31,6 +34,7 @@ class EpochOrder:
         sizes = [int(s.sum()) for s in self.shards]
         self.mix = MixtureOrder(sizes, weights, seed, epoch) if weights is not None else None
         self.total = self.mix.total if self.mix is not None else sizes[0]
+        self._pads = Permutation(max(1, self.total), seed, epoch, _PAD_SALT)
         self._layout = []
         for p, shards in enumerate(self.shards):
             order = shard_order(len(shards), seed ^ (p + 1), epoch)
@@ -39,8 +43,16 @@ class EpochOrder:
             self._layout.append((order, ends, first_row, sizes[p]))
 
     def samples(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``(part, sample id in its pack)`` of each position."""
-        pos = np.asarray(positions, np.int64) % max(1, self.total)
+        """``(part, sample id in its pack)`` of each position. A position past the epoch's
+        samples (a padded last batch's) repeats one drawn from across the epoch, another for
+        each seed and epoch (not its first ones: of a pack of one shard, the same every epoch)."""
+        total = max(1, self.total)
+        pos = np.asarray(positions, np.int64)
+        over = pos >= total
+        if over.any():
+            pos = pos.copy()
+            pos[over] = self._pads((pos[over] - total) % total)
+        pos %= total
         if self.mix is None:
             parts, rank = np.zeros_like(pos), pos
         else:

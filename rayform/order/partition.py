@@ -5,8 +5,8 @@ number of DataLoader workers. No I/O.
 An epoch is ``K`` global batches of ``G`` samples (``G`` = per-rank batch × world size;
 ``K`` = ⌈N/G⌉ with ``equalize="pad"``, ⌊N/G⌋ with ``"drop"``). With ``"pad"`` the last
 ``D = K·G − N`` slots of the last global batch (fewer than ``G``) are padding, and nothing
-else is: each repeats one of the epoch's first samples (positions ``N … N+D−1`` of the
-epoch's order, ``read.epoch``, which wrap round to its start). With ``"drop"`` the last
+else is: each repeats one of the epoch's samples (positions ``N … N+D−1`` of the
+epoch's order, which ``order.epoch`` maps to samples drawn by seed and epoch). With ``"drop"`` the last
 ``N − K·G`` positions of the epoch's order (another few each epoch) are left out.
 
 The slots of a global batch are cut into ``P`` canonical partitions: partition ``c`` gives
@@ -41,11 +41,12 @@ _WINDOW_SALT = 0x57 << 56
 # The version of the epoch order EpochPlan makes (windows ramping up since 2; padding kept at
 # the end of its partition since 3, where 2 shuffled it into the last window; padding in the
 # last global batch only since 4, where 3 put it all in the last partitions, spilling into the
-# batches before; and a video pack's lanes reading its clips in an order seeded by the epoch):
-# a saved state says the one it was saved under, so a reader that makes another order can
-# tell. For a pack without video, orders 2, 3 and 4 are the same where an epoch has no
-# padding, and 3 and 4 where it has one partition.
-ORDER = 4
+# batches before; and a video pack's lanes reading its clips in an order seeded by the epoch;
+# padding repeating samples drawn from across the epoch by seed and epoch since 5, where 4
+# repeated its first ones): a saved state says the one it was saved under, so a reader that
+# makes another order can tell. Where an epoch has no padding, orders 4 and 5 are the same,
+# and for a pack without video 2 and 3 too.
+ORDER = 5
 _CACHED_WINDOWS = 1024
 
 
@@ -121,7 +122,7 @@ class EpochPlan:
     @property
     def padded(self) -> int:
         """Slots of the epoch's last global batch that are padding (``equalize="pad"``): each
-        repeats one of the epoch's first samples."""
+        repeats one of the epoch's samples (``order.epoch``)."""
         return max(0, self.steps * self.global_batch - self.total)
 
     def _shuffled(self, part: np.ndarray, within: np.ndarray, real: np.ndarray, width: np.ndarray) -> np.ndarray:

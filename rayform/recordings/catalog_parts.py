@@ -139,8 +139,7 @@ def unique_versions(table: Any) -> Any:
     keyed = pa.table({"id": table.column("id"), "version": table.column("version"),
                       "recorded": table.column("recorded"), "at": at})
     order = pc.sort_indices(keyed, sort_keys=[("id", "ascending"), ("version", "ascending"),
-                                              ("recorded", "descending"), ("at", "ascending")],
-                            null_placement="at_end")
+                                              ("recorded", "descending"), ("at", "ascending")])
     ids, versions = pc.take(keyed.column("id"), order), pc.take(keyed.column("version"), order)
     starts = np.ones(table.num_rows, bool)  # where a (id, version) begins in that order: its winner
     starts[1:] = ~(pc.equal(ids[1:], ids[:-1]).to_numpy(zero_copy_only=False)

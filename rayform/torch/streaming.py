@@ -81,7 +81,7 @@ class StreamingEpisodeDataset(Statistics, OverParts, IterableDataset[dict[str, A
     makes the rank's batches ``w, w+n, …``. So with ``batch_size``, the global batches (over
     the ranks in rank order) are the same at every world size and worker count, and a run
     resumes at another one (``state_dict``). Every rank yields ``len(self)`` samples per epoch
-    (``Split(equalize=...)``: "pad" repeats the epoch's first samples to fill the last global
+    (``Split(equalize=...)``: "pad" repeats samples drawn from the epoch to fill the last global
     batch, "drop" leaves out the part of one).
 
     Shards are fetched into the shard cache a few ahead of use (verified chunk by chunk and
@@ -199,12 +199,12 @@ class StreamingEpisodeDataset(Statistics, OverParts, IterableDataset[dict[str, A
                 raise InvalidInput(f"state_dict: saved with {key} {state[key]}, this dataset has {mine}. {fix}")
         if "step" not in state:
             raise InvalidInput(f"state_dict {sorted(state)}: not a state of a StreamingEpisodeDataset (no 'step')")
-        # a state without "order" was saved before it was written down: read as order 2. Orders
-        # 2-4 are this one where the epoch has no padding, 3 where it has one partition
+        # a state without "order" was saved before it was written down: read as order 2. Where
+        # the epoch has no padding, order 4 is this one, and 2 and 3 too for a pack without video
         order = state.get("order", 2)
         plan = self.plan(int(state.get("epoch", 0)))
         video = any(b.pack.has_video for b in self.builders)
-        same = not video and (not plan.padded and order in (2, 3) or order == 3 and self.partitions == 1)
+        same = not plan.padded and (order == 4 or not video and order in (2, 3))
         if order != partition.ORDER and not same:
             raise InvalidInput(f"state_dict: saved under epoch order {order!r}, this rayform makes order "
                                f"{partition.ORDER}: resume with the rayform version that saved it, or start the "

@@ -124,3 +124,30 @@ def test_a_video_packs_batches_are_made_of_other_clips_every_epoch(total, batch,
 
     a, b = batches(0), batches(1)
     assert len(a & b) <= len(a) // 2
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(40, 3000), st.integers(1, 40), st.integers(0, 2**31), st.integers(0, 50))
+def test_padding_repeats_samples_from_across_the_epoch_another_each_seed_and_epoch(total, pads, seed, epoch):
+    """A padded last batch repeats samples drawn from the whole epoch by seed and epoch; with a
+    pack of one shard, its first samples were the pads of every epoch (order 4)."""
+    from rayform.order.epoch import EpochOrder
+
+    def padding(s, e):
+        return EpochOrder([[total]], None, s, e).samples(np.arange(total, total + pads))[1]
+
+    mine = padding(seed, epoch)
+    assert ((mine >= 0) & (mine < total)).all() and len(set(mine.tolist())) == min(pads, total)
+    assert (mine == padding(seed, epoch)).all()  # a function of seed and epoch
+    others = [padding(seed + 1, epoch), padding(seed, epoch + 1)]
+    if pads >= 16 and total >= 20 * pads:  # two random draws share about pads²/total
+        assert all(len(set(mine.tolist()) & set(o.tolist())) <= pads // 2 for o in others)
+        assert np.median(mine) > total / 16  # not the epoch's first samples
+
+
+def test_a_one_shard_pack_pads_with_other_samples_each_epoch():
+    from rayform.order.epoch import EpochOrder
+
+    first = EpochOrder([[720]], None, 0, 0).samples(np.arange(720, 768))[1]
+    later = EpochOrder([[720]], None, 1, 2).samples(np.arange(720, 768))[1]
+    assert len(set(first.tolist()) & set(later.tolist())) <= 12 and len(set(first.tolist())) == 48

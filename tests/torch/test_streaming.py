@@ -70,34 +70,32 @@ def test_a_state_of_another_run_is_one_error_saying_what_differs(demo, change, m
 
 def test_a_state_names_its_epoch_order_and_another_order_is_refused(demo):
     """The epoch order may change between versions (windows ramp up since order 2, padding stays
-    last since 3, in the last global batch only since 4): a state says the order it was saved
-    under, and one of another order is an error, not a resume that reads some samples twice and
-    others never. Where the orders make the same epochs (no padding; order 3 with one partition)
-    such a state resumes."""
+    last since 3, in the last global batch only since 4, repeating samples from across the
+    epoch since 5): a state says the order it was saved under, and one of another order is an
+    error, not a resume that reads some samples twice and others never. Where the orders make
+    the same epochs (no padding) such a state resumes."""
     ds = _dataset(demo, 2)
     state = ds.state_dict(step=1)
-    assert state["order"] == 4
-    with pytest.raises(InvalidInput, match="saved under epoch order 5, this rayform makes order 4"):
-        _dataset(demo, 2).load_state_dict({**state, "order": 5})
+    assert state["order"] == 5
+    with pytest.raises(InvalidInput, match="saved under epoch order 6, this rayform makes order 5"):
+        _dataset(demo, 2).load_state_dict({**state, "order": 6})
     older = {k: v for k, v in state.items() if k != "order"}  # saved before it was named: order 2
-    for old in (older, {**state, "order": 3}):
-        if ds.plan(0).padded and ds.partitions > 1:
+    for old in (older, {**state, "order": 3}, {**state, "order": 4}):
+        if ds.plan(0).padded:
             with pytest.raises(InvalidInput, match=f"saved under epoch order {old.get('order', 2)}"):
                 _dataset(demo, 2).load_state_dict(old)
         else:
             _dataset(demo, 2).load_state_dict(old)
     drop = _dataset(demo, 2, split=Split(0, 2, partitions=3, equalize="drop"))
     assert not drop.plan(0).padded
-    for order in (2, 3):  # no padding: orders 2 and 3 are order 4
+    for order in (2, 3, 4):  # no padding: orders 2, 3 and 4 are order 5
         drop.load_state_dict({**drop.state_dict(step=1), "order": order})
-    one = _dataset(demo, 2, split=Split(0, 2, partitions=1))
-    one.load_state_dict({**one.state_dict(step=1), "order": 3})  # one partition: order 3 is order 4
 
 
 def test_a_worker_state_loads_only_in_that_worker(demo):
     ds = _dataset(demo, 2)
     state = {"epoch": 0, "seed": 4, "partitions": 3, "global_batch": G, "step": 5, "worker": 1, "workers": 2,
-             "order": 4}
+             "order": 5}
     with pytest.raises(InvalidInput, match="a state of DataLoader worker 1 of 2, loaded in worker 0 of 1"):
         ds.load_state_dict(state)
 
