@@ -40,6 +40,7 @@ import numpy as np
 from rayform import names
 from rayform.cache.store_view import CachedStore
 from rayform.errors import Malformed, NotFound
+from rayform.recordings.part_bounds import check_declared, decoded_budget, decoded_bytes
 from rayform.recordings.streams import median_period, task_of
 from rayform.untrusted import array_list, integer, mapping, string
 
@@ -161,7 +162,7 @@ def decode(data: bytes, what: str, columns: Sequence[str] | None = None) -> Any:
         if needed not in wanted:
             wanted.append(needed)
     try:  # sites and bundles repeat: read as dictionaries, their names checked once each
-        _check_declared(pq.ParquetFile(pa.BufferReader(data)).metadata, len(data), wanted, what)
+        check_declared(pq.ParquetFile(pa.BufferReader(data)).metadata, len(data), wanted, what)
         # free text read as dictionaries too: what they would take decoded is known before decoding
         table = pq.read_table(pa.BufferReader(data), columns=wanted,
                               read_dictionary=[c for c in wanted if c in _CODED or c in _FREE_TEXT])
@@ -173,8 +174,8 @@ def decode(data: bytes, what: str, columns: Sequence[str] | None = None) -> Any:
     for name in wanted:
         kind = table.schema.field(name).type
         if name in _FREE_TEXT and pa.types.is_dictionary(kind) and kind.value_type.equals(pa.string()):
-            decoded += _decoded_bytes(table.column(name))
-            if decoded > DECODED_BYTES + DECODED_PER_BYTE * len(data):
+            decoded += decoded_bytes(table.column(name))
+            if decoded > decoded_budget(len(data)):
                 raise Malformed(f"{what}: its text decodes to over {decoded >> 20} MiB from {len(data)} bytes")
             table = table.set_column(table.schema.get_field_index(name), name, table.column(name).cast(pa.string()))
         elif name in _CODED and pa.types.is_dictionary(kind) and kind.value_type.equals(pa.string()):
@@ -188,45 +189,6 @@ def decode(data: bytes, what: str, columns: Sequence[str] | None = None) -> Any:
 
 _CODED = {"site": (names.SITE, False), "bundle": (names.DIGEST, True)}  # pattern, whether null is allowed
 _FREE_TEXT = ("name", "task", "meta", "streams")  # text that may repeat: its decoded size is bounded
-# A part is untrusted and Parquet compresses a constant column to nothing: 300 KB can declare
-# five million rows (1.5 GB decoded). An honest part holds a distinct version a row (at least
-# 32 bytes of digest that no codec shrinks), so a row costs bytes; its pages and its text
-# decode to at most these multiples of the part's size.
-ROWS_PER_BYTE = 1
-PAGES_PER_BYTE = 100
-DECODED_BYTES, DECODED_PER_BYTE = 64 << 20, 100
-
-
-def _check_declared(metadata: Any, size: int, wanted: Sequence[str], what: str) -> None:
-    """What a part's footer declares, bounded by its size before anything is decoded."""
-    if metadata.num_rows > ROWS_PER_BYTE * size:
-        raise Malformed(f"{what}: declares {metadata.num_rows} rows in {size} bytes")
-    pages = 0
-    for g in range(metadata.num_row_groups):
-        group = metadata.row_group(g)
-        for c in range(group.num_columns):
-            column = group.column(c)
-            if column.path_in_schema.split(".")[0] in wanted:
-                pages += max(0, int(column.total_uncompressed_size))
-    if pages > PAGES_PER_BYTE * size + (1 << 20):
-        raise Malformed(f"{what}: declares {pages >> 20} MiB of pages in {size} bytes")
-
-
-def _decoded_bytes(column: Any) -> int:
-    """The bytes a dictionary-read text column takes once decoded (its values' lengths, a row
-    each), from its indices and its dictionary's offsets: nothing decoded."""
-    total = 0
-    for chunk in column.chunks:
-        offsets = np.frombuffer(chunk.dictionary.buffers()[1], np.int32)[chunk.dictionary.offset:][
-            :len(chunk.dictionary) + 1]
-        lengths = np.diff(offsets).astype(np.int64)
-        indices = chunk.indices.to_numpy(zero_copy_only=False)
-        if chunk.indices.null_count:
-            indices = indices[chunk.indices.is_valid().to_numpy(zero_copy_only=False)].astype(np.int64)
-        total += int(lengths[indices.astype(np.int64)].sum()) if len(indices) else 0
-    return total
-
-
 def _checked_codes(column: Any, name: str, what: str) -> Any:
     """A dictionary-read column as plain strings, each distinct value checked first."""
     import pyarrow as pa
