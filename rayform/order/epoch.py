@@ -25,6 +25,23 @@ from rayform.permutation import Permutation
 _PAD_SALT = 0x9AD << 52
 
 
+def pad_draw(total: int, seed: int, epoch: int) -> Permutation:
+    """Which of an epoch's ``total`` positions its padding repeats, in order (``repeated``)."""
+    return Permutation(max(1, total), seed, epoch, _PAD_SALT)
+
+
+def repeated(positions: np.ndarray | Sequence[int], total: int, draw: Permutation) -> np.ndarray:
+    """Positions in ``[0, total)``: one past the epoch's samples (a padded last batch's) is the
+    position ``draw`` picks for it, drawn from across the epoch by seed and epoch."""
+    total = max(1, total)
+    pos = np.asarray(positions, np.int64)
+    over = pos >= total
+    if over.any():
+        pos = pos.copy()
+        pos[over] = draw((pos[over] - total) % total)
+    return pos
+
+
 class EpochOrder:
     """Where each position of one epoch lies, for packs whose shards hold ``shard_samples``."""
 
@@ -34,7 +51,7 @@ class EpochOrder:
         sizes = [int(s.sum()) for s in self.shards]
         self.mix = MixtureOrder(sizes, weights, seed, epoch) if weights is not None else None
         self.total = self.mix.total if self.mix is not None else sizes[0]
-        self._pads = Permutation(max(1, self.total), seed, epoch, _PAD_SALT)
+        self._pads = pad_draw(self.total, seed, epoch)
         self._layout = []
         for p, shards in enumerate(self.shards):
             order = shard_order(len(shards), seed ^ (p + 1), epoch)
@@ -46,13 +63,7 @@ class EpochOrder:
         """``(part, sample id in its pack)`` of each position. A position past the epoch's
         samples (a padded last batch's) repeats one drawn from across the epoch, another for
         each seed and epoch (not its first ones: of a pack of one shard, the same every epoch)."""
-        total = max(1, self.total)
-        pos = np.asarray(positions, np.int64)
-        over = pos >= total
-        if over.any():
-            pos = pos.copy()
-            pos[over] = self._pads((pos[over] - total) % total)
-        pos %= total
+        pos = repeated(positions, self.total, self._pads)
         if self.mix is None:
             parts, rank = np.zeros_like(pos), pos
         else:

@@ -14,6 +14,7 @@ import torch.multiprocessing as tmp
 
 import rayform
 from rayform.converters.demo import DemoConfig, ingest_demo
+from rayform.order.epoch import pad_draw, repeated
 from rayform.order.mixture import MixtureOrder
 
 pytestmark = [pytest.mark.dist, pytest.mark.timeout(300)]
@@ -56,7 +57,8 @@ def test_two_ranks_stream_a_mixture_with_exact_shares(tmp_path):
     per_rank = ranks[0]["len"]
     assert ranks[1]["len"] == per_rank and all(len(r["seen"]) == per_rank for r in ranks)
     order = MixtureOrder(sizes, [0.8, 0.2], seed=4, epoch=0)
-    slots = np.arange(2 * per_rank) % order.total  # "pad": the last rank's tail wraps to the first slots
+    # "pad": the last rank's tail repeats slots drawn from across the epoch (order.epoch)
+    slots = repeated(np.arange(2 * per_rank), order.total, pad_draw(order.total, 4, 0))
     expected = np.bincount(order.parts_of(slots), minlength=2).tolist()
     got = np.bincount([p for r in ranks for p, _, _ in r["seen"]], minlength=2).tolist()
     assert got == expected
