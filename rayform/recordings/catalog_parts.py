@@ -299,11 +299,15 @@ class CatalogParts:
                 continue
             part_key, part_site = parts[3].removesuffix(".json"), parts[2]
             what = f"ref {key} in {self.store.display}"
+            parse = functools.partial(_parse_ref, site=part_site, key=part_key, what=what)
             try:
-                found.append(self.store.get_ref(key, parse=functools.partial(_parse_ref, site=part_site, key=part_key,
-                                                                             what=what)))
+                found.append(self.store.get_ref(key, parse=parse))
             except NotFound:
-                continue  # removed by a compaction since the listing: what replaces it is listed
+                # removed by a compaction since the listing (what replaces it is listed), unless it
+                # is there after all: a walk that passed over a live part would let gc take its rows
+                if not self.store.has_ref(key):
+                    continue
+                found.append(self.store.get_ref(key, parse=parse))
         return sorted(found, key=lambda p: (p.site, p.key))
 
     def append(self, rows: Iterable[CatalogRow]) -> list[PartRef]:
