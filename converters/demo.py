@@ -23,7 +23,6 @@ import numpy as np
 from rayform.client import Client
 from rayform.codec import imagecodec
 from rayform.errors import NotFound
-from rayform.interrupts import held
 from rayform.recordings.segment_writer import SegmentRef, segment_id
 from rayform.recordings.streams import ArrayStream, ImageStream, PoseStream, Stream
 
@@ -183,27 +182,19 @@ def ingest_demo(client: Client, site: str = "demo", config: DemoConfig = DemoCon
 
     refs = []
     made = asdict(config)
-    with client.store.recording_new_blobs() as written:
-        try:
-            new = []
-            for episode in tqdm(range(config.episodes), desc="demo episodes", unit="episode",
-                                disable=not progress, leave=False):
-                name = episode_name(episode)
-                try:
-                    found = client.segments.get(segment_id(site, name))
-                except NotFound:
-                    found = None
-                if found is not None and found.meta.get("demo") == made:
-                    refs.append(SegmentRef(found.id, found.version, found.site, found.name))
-                    continue
-                _, streams, meta = demo_episode(config, episode)
-                (ref,) = client.segments.store_many([(site, name, streams, meta)])
-                refs.append(ref)
-                new.append(ref)
-            client.segments.confirm(written)
-            with held():  # the commit: one catalog part, whole
-                client.segments.record(new)
-        except BaseException:
-            client.segments.discard(written)
-            raise
+    with client.segments.writing() as new:
+        for episode in tqdm(range(config.episodes), desc="demo episodes", unit="episode", disable=not progress,
+                            leave=False):
+            name = episode_name(episode)
+            try:
+                found = client.segments.get(segment_id(site, name))
+            except NotFound:
+                found = None
+            if found is not None and found.meta.get("demo") == made:
+                refs.append(SegmentRef(found.id, found.version, found.site, found.name))
+                continue
+            _, streams, meta = demo_episode(config, episode)
+            (ref,) = client.segments.store_many([(site, name, streams, meta)])
+            refs.append(ref)
+            new.append(ref)
     return refs

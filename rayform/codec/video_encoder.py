@@ -118,8 +118,9 @@ class VideoCodec:
             # CABAC, no deblocking, about half the decode time of x264's defaults
             options = {"crf": str(self.crf), "preset": preset, "tune": "psnr,fastdecode", "bf": "0",
                        "g": g, "keyint_min": g, "sc_threshold": "0"}
-            if x264_instructions():
-                options["x264-params"] = f"asm={x264_instructions()}"
+            asm = x264_instructions()
+            if asm:
+                options["x264-params"] = f"asm={asm}"
             return options
         if self.codec == "hevc":
             return {"crf": str(self.crf), "preset": preset, "tune": "fastdecode",

@@ -189,6 +189,8 @@ def decode(data: bytes, what: str, columns: Sequence[str] | None = None) -> Any:
 
 _CODED = {"site": (names.SITE, False), "bundle": (names.DIGEST, True)}  # pattern, whether null is allowed
 _FREE_TEXT = ("name", "task", "meta", "streams")  # text that may repeat: its decoded size is bounded
+
+
 def _checked_codes(column: Any, name: str, what: str) -> Any:
     """A dictionary-read column as plain strings, each distinct value checked first."""
     import pyarrow as pa

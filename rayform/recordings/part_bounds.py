@@ -36,16 +36,14 @@ def check_declared(metadata: Any, size: int, wanted: Sequence[str], what: str) -
 
 def decoded_bytes(column: Any) -> int:
     """The bytes a dictionary-read text column takes once decoded (its values' lengths, a row
-    each), from its indices and its dictionary's offsets: nothing decoded."""
+    each), from its indices and its dictionary's lengths: nothing decoded."""
+    import pyarrow.compute as pc
+
     total = 0
     for chunk in column.chunks:
-        offsets = np.frombuffer(chunk.dictionary.buffers()[1], np.int32)[chunk.dictionary.offset:][
-            :len(chunk.dictionary) + 1]
-        lengths = np.diff(offsets).astype(np.int64)
-        indices = chunk.indices.to_numpy(zero_copy_only=False)
-        if chunk.indices.null_count:
-            indices = indices[chunk.indices.is_valid().to_numpy(zero_copy_only=False)].astype(np.int64)
-        total += int(lengths[indices.astype(np.int64)].sum()) if len(indices) else 0
+        lengths = pc.binary_length(chunk.dictionary).fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+        indices = chunk.indices.drop_null().to_numpy(zero_copy_only=False).astype(np.int64)
+        total += int(lengths[indices].sum())
     return total
 
 

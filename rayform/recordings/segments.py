@@ -13,9 +13,10 @@ Storing a version is ``segment_writer``'s; reading one, ``segment_reader``'s.
 from __future__ import annotations
 
 import builtins
+import contextlib
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -91,16 +92,26 @@ class Segments:
         before any becomes visible (one catalog part per site lists them all). A failure takes
         back the blobs this call wrote (none of them was visible yet), so the store is left as
         it was."""
+        with self.writing() as refs:
+            refs += self.store_many(segments, allow_nonfinite=allow_nonfinite)
+        return refs
+
+    @contextlib.contextmanager
+    def writing(self) -> Iterator[list[SegmentRef]]:
+        """A write of segments stored as they come (``store_many``, the refs added to the list
+        this yields), none visible until the block ends: then its blobs are confirmed and the
+        refs recorded at once (a Ctrl-C waits for it). A failure or a Ctrl-C anywhere takes back
+        the blobs this write stored, so the store is left as it was."""
         with self.store.recording_new_blobs() as written:
             try:
-                refs = self.store_many(segments, allow_nonfinite=allow_nonfinite)
+                refs: list[SegmentRef] = []
+                yield refs
                 self.confirm(written)
-                with held():  # the commit: one part per site, whole (a Ctrl-C waits for it)
+                with held():  # the commit: one part per site, whole
                     self.record(refs)
             except BaseException:
                 self.discard(written)
                 raise
-        return refs
 
     def store_many(self, segments: Sequence[Added], *, allow_nonfinite: bool = False) -> list[SegmentRef]:
         """Check and store each segment's data and manifest, making none visible yet: what
