@@ -16,6 +16,7 @@ from rayform.ops.references import pack_closure, slice_closure
 from rayform.ops.verify import verify as verify_blobs
 from rayform.pack import Pack, PackSpec
 from rayform.pack.spec import VIDEO_CODECS
+from rayform.pack.stats import stream_of
 from rayform.recordings.slices import Slice
 from rayform.sizes import format_size, parse_size
 
@@ -208,7 +209,7 @@ def stats(args: argparse.Namespace) -> int:
                            f"Run: rayform pack {pack.slice_id} --fps {pack.fps:g} --force")
     print(f"{pack.slice_id} at {pack.fps:g} fps ({pack.spec.key()}), {pack.samples} samples")
     for name, s in pack.stats.items():
-        base = pack.schema.get(name.removesuffix("_delta"))
+        base = pack.schema.get(stream_of(name))
         labels = list(base.names) if base is not None and base.names and len(base.names) == s.mean.size else \
             [str(i) for i in range(s.mean.size)]
         print(f"{name}  {tuple(s.mean.shape)}  count {s.count}")

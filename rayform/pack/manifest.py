@@ -131,8 +131,8 @@ class Pack:
             self.schema: dict[str, StreamSchema] = {
                 n: StreamSchema.from_manifest(n, s, what) for n, s in mapping(manifest.get("schema"), what).items()
             }
-        # per array stream (and <stream>_delta); None for a pack made before they were kept
-        self.stats: dict[str, StreamStats] | None = stats_of(manifest, what)
+        # per array stream (and <stream>:delta); None for a pack made before they were kept
+        self.stats: dict[str, StreamStats] | None = stats_of(manifest, what, self.schema)
         self.members: list[str] = list(array_list(manifest, "members", what))
         expected = layout.members_of(self.schema, self.spec.max_history)
         if self.members != expected:

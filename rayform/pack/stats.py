@@ -4,8 +4,10 @@ Per array stream and per element: ``count``, ``mean``, ``std`` (exact: float64 s
 chunk by chunk in the pack's fixed order, so 1 or 16 pack processes give the same bytes),
 ``min``, ``max``, and ``q01``/``q99`` read off a grid of ``PERCENTILES`` (dense in the tails,
 where normalizers look) computed exactly on a bounded, evenly spaced sample of the pack
-(``QUANTILE_SAMPLE`` samples; an interleaved pack's order is a uniform one). ``<stream>_delta`` holds the same for
-``x(t+k) − x(t)``, ``k = 1 … max_horizon``, over the steps that are not padding.
+(``QUANTILE_SAMPLE`` samples; an interleaved pack's order is a uniform one). ``<stream>:delta`` holds the same for
+``x(t+k) − x(t)``, ``k = 1 … max_horizon``, over the steps that are not padding: a key of its own
+(``delta_key``), as ``:`` is in no stream's name, so a recorded ``x_delta`` (RT-1's
+``action/rotation_delta``) keeps its own statistics beside the derived delta of ``x``.
 
 Stats of several packs (a mixture, weighted by the samples each gives) merge exactly for
 count, mean, std, min and max; their percentiles invert the mixture of the parts'
@@ -16,7 +18,7 @@ of the exact ones in the tails).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +30,18 @@ PERCENTILES = np.array([0, 0.5, 1, 1.5, 2, 3, 5, 10, 25, 50, 75, 90, 95, 97, 98,
 _Q01, _Q99 = int(np.flatnonzero(PERCENTILES == 1)[0]), int(np.flatnonzero(PERCENTILES == 99)[0])
 QUANTILE_SAMPLE = 100_000
 KEYS = ("count", "mean", "std", "min", "max", "q01", "q99", "nonfinite")
+DELTA_KEY = ":delta"  # the derived delta's statistics: x(t+k) − x(t) of stream x
+_OLD_DELTA = "_delta"  # how packs made before wave 5 keyed them
+
+
+def delta_key(stream: str) -> str:
+    """The key of ``stream``'s derived delta in a pack's statistics."""
+    return stream + DELTA_KEY
+
+
+def stream_of(key: str) -> str:
+    """The stream whose values a statistics key describes (itself, or the one it is the delta of)."""
+    return key.removesuffix(DELTA_KEY)
 
 
 @dataclass(frozen=True)
@@ -140,11 +154,20 @@ def concatenate(parts: Sequence[StreamStats]) -> StreamStats:
                        sum(p.nonfinite for p in parts))
 
 
-def stats_of(manifest: Mapping[str, Any], what: str) -> dict[str, StreamStats] | None:
-    """A pack manifest's statistics, checked; None for a pack made before they were kept."""
+def stats_of(manifest: Mapping[str, Any], what: str, streams: Collection[str] = ()) -> dict[str, StreamStats] | None:
+    """A pack manifest's statistics, checked; None for a pack made before they were kept. A pack
+    made before deltas had keys of their own (``delta_key``) keyed them ``<stream>_delta``: read
+    as ``<stream>:delta`` where ``<stream>`` is one of its ``streams`` and ``<stream>_delta`` is not
+    (such a pack could not hold both)."""
     doc = manifest.get("stats")
     if doc is None:
         return None
     if not isinstance(doc, Mapping) or len(doc) > 4096:
         raise Malformed(f"{what}: stats is not a mapping of streams")
-    return {str(name): StreamStats.from_manifest(s, f"{what}: stats of {str(name)[:80]}") for name, s in doc.items()}
+    out = {}
+    for name, s in doc.items():
+        key = str(name)
+        if DELTA_KEY not in key and key not in streams and key.removesuffix(_OLD_DELTA) in streams:
+            key = delta_key(key.removesuffix(_OLD_DELTA))
+        out[key] = StreamStats.from_manifest(s, f"{what}: stats of {str(name)[:80]}")
+    return out

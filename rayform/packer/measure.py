@@ -18,10 +18,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from rayform.pack.layout import StreamSchema
-from rayform.pack.stats import PERCENTILES, QUANTILE_SAMPLE, StreamStats
+from rayform.pack.stats import PERCENTILES, QUANTILE_SAMPLE, StreamStats, delta_key, stream_of
 
 CHUNK = 1 << 14  # rows merged into the moments at a time
-DELTA = "_delta"
 
 
 class _Moments:
@@ -91,7 +90,7 @@ class RunStats:
         self.streams = [n for n, s in schema.items() if s.kind != "image"]
         self.deltas = [n for n in self.streams if schema[n].kind == "array"]
         self.stride = stride
-        keys = self.streams + [n + DELTA for n in self.deltas]
+        keys = self.streams + [delta_key(n) for n in self.deltas]
         self._moments = {k: _Moments() for k in keys}
         self._sample: dict[str, list[np.ndarray]] = {k: [] for k in keys}
         self._arrays: list[Mapping[str, tuple[np.ndarray, np.ndarray]]] = []
@@ -127,7 +126,7 @@ class RunStats:
             keep = ~pad[:, 1:].astype(bool)
             with np.errstate(invalid="ignore"):  # inf − inf: a NaN, left out as any non-finite value
                 steps = flat[:, 1:] - flat[:, :1]
-            self._take(name + DELTA, steps[keep], steps[sampled][keep[sampled]])
+            self._take(delta_key(name), steps[keep], steps[sampled][keep[sampled]])
 
     def _take(self, key: str, rows: np.ndarray, sample: np.ndarray) -> None:
         self._moments[key].add(rows)
@@ -150,7 +149,7 @@ def merge(parts: Iterable[StatsPart], shapes: Mapping[str, tuple[int, ...]]) -> 
     for key, m in moments.items():
         if m.n is None or m.mean is None or m.m2 is None or m.min is None or m.max is None or not samples.get(key):
             continue  # a delta with every step padding: nothing to say
-        shape = tuple(shapes[key.removesuffix(DELTA) if key.endswith(DELTA) else key])
+        shape = tuple(shapes[stream_of(key)])
         some = m.n > 0  # an element with no finite value says 0 for every statistic
         sample = np.concatenate(samples[key])
         grid = _percentiles(sample) if some.all() else np.where(some, _percentiles(sample), 0.0)

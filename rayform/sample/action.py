@@ -3,11 +3,14 @@
 A part of ``action`` is:
 
 - an array stream ``x``: its next ``horizon`` values ``x(t+k/fps)``, ``k = 1 … horizon``;
-- ``x_delta``: those minus the current value ``x(t)``;
+- ``x:delta`` (or ``x_delta`` where no stream is recorded under that name): those minus the
+  current value ``x(t)``. A recorded name always means the recorded stream: RT-1's
+  ``action/rotation_delta`` is its own values, and its derived delta is
+  ``action/rotation_delta:delta`` (``:`` is in no stream's name, so the two never meet);
 - a pose stream ``p``: its next poses, position then rotation, the rotation as recorded
   (x, y, z, w) or as the sample's ``rotation`` asks (``"quat"`` with w ≥ 0, ``"rot6d"``,
   ``"axis_angle"``);
-- ``p_delta``: the relative transform ``T(t)⁻¹ · T(t+k)`` in the sample's ``frame``: the
+- ``p:delta`` (``p_delta``): the relative transform ``T(t)⁻¹ · T(t+k)`` in the sample's ``frame``: the
   position moved, in the axes of the pose at ``t``, and the rotation from it (not a
   component-wise difference).
 
@@ -19,7 +22,7 @@ One part keeps its shape: ``(horizon, *shape)``. Several are flattened and conca
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -27,15 +30,25 @@ import numpy as np
 from rayform.errors import InvalidInput, StreamNotFound
 from rayform.frames import ROTATIONS, relative_poses, represent
 from rayform.pack.layout import StreamSchema
+from rayform.pack.stats import DELTA_KEY, delta_key, stream_of
 
-DELTA = "_delta"
+DELTA = "_delta"  # the short spelling of a derived delta, where no stream is recorded under it
 _ROTATION_NAMES = {"quat": ["qx", "qy", "qz", "qw"], "rot6d": ["r11", "r21", "r31", "r12", "r22", "r32"],
                    "axis_angle": ["rx", "ry", "rz"]}
 
 
+def resolve(asked: str, recorded: Collection[str]) -> tuple[str, bool]:
+    """The stream an action part reads and whether it is that stream's derived delta."""
+    if asked.endswith(DELTA_KEY):
+        return stream_of(asked), True
+    if asked in recorded or not asked.endswith(DELTA):
+        return asked, False
+    return asked.removesuffix(DELTA), True
+
+
 @dataclass(frozen=True)
 class ActionPart:
-    """One named part of the action: its stream's schema and whether it is a ``_delta``."""
+    """One named part of the action: its stream's schema and whether it is its derived delta."""
 
     asked: str
     stream: StreamSchema
@@ -43,14 +56,18 @@ class ActionPart:
 
     @classmethod
     def of(cls, schema: Mapping[str, StreamSchema], asked: str) -> ActionPart:
-        delta = asked.endswith(DELTA) and asked not in schema
-        base = asked.removesuffix(DELTA) if delta else asked
+        base, delta = resolve(asked, schema)
         if base not in schema:
             raise StreamNotFound(f"action {asked!r}: no stream {base!r}. It has: {', '.join(sorted(schema))}")
         s = schema[base]
         if s.kind == "image":
             raise InvalidInput(f"action {asked!r}: {base} is an image stream; an action must be an array or pose stream")
         return cls(asked, s, delta)
+
+    @property
+    def stats_key(self) -> str:
+        """Its key in a pack's statistics: the stream's, or its derived delta's."""
+        return delta_key(self.stream.name) if self.delta else self.stream.name
 
     def width(self, rotation: str | None) -> int:
         if self.stream.kind == "pose":

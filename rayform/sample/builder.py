@@ -78,6 +78,7 @@ class SampleBuilder:
                 f"{pack.spec.max_horizon} at {pack.fps} fps. Run: rayform pack {pack.slice_id} "
                 f"--fps {pack.fps:g} --horizon {spec.horizon}"
             )
+        self._check_keys()
         self.meta_keys = META_KEYS
         self.entries = RecordArrays()
         # the streams whose future window a sample reads (obs arrays, action parts), once each
@@ -87,6 +88,19 @@ class SampleBuilder:
         self.clips = DecodedClips()  # a video pack's decoded frames (made in each process that reads)
         self.clip_records = ClipRecords(pack) if pack.has_video else None
         self.whole_clips = False  # the streaming dataset decodes whole clips: its order reads them through
+
+    def _check_keys(self) -> None:
+        """Two arrays of a sample under one key (a recorded ``x_is_pad`` beside the history mask
+        of ``x``): refused, naming both and the fix, rather than one silently taking the other's place."""
+        made: dict[str, str] = {}
+        for key, _, _ in self.layout():
+            what = (f"the history mask of {key.removesuffix(PAD)!r}" if key.endswith(PAD) and key.removesuffix(PAD)
+                    in self.history else f"stream {key!r}" if key in self.spec.obs else f"the sample's own {key!r}")
+            if key in made:
+                raise InvalidInput(f"{self.pack.slice_id}: {made[key]} and {what} are both a sample's key {key!r}; "
+                                   f"ask no history of {key.removesuffix(PAD)!r}, or rename the stream at ingest "
+                                   "(--map SOURCE=NEW_NAME)")
+            made[key] = what
 
     def read_in_lanes(self, lanes: int) -> None:
         """The order reads a video pack's clips in ``lanes`` lanes at once, each in time order

@@ -2,7 +2,7 @@
 
 ``normalize={"joints/position": "mean_std", "action": "min_max"}`` names sample keys (array
 streams in ``obs``, and ``"action"``, whose statistics are those of the action stream or of
-its ``_delta``) and a mode each:
+its derived delta) and a mode each:
 
 - ``"mean_std"``: ``(x − mean) / std``;
 - ``"min_max"``: ``min … max`` onto ``−1 … 1``;

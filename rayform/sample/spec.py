@@ -20,14 +20,14 @@ field           meaning
 from __future__ import annotations
 
 import numbers
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from rayform.errors import InvalidInput
 from rayform.frames import check_frame
 from rayform.pack.spec import MAX_HORIZON, check_fps
-from rayform.sample.action import DELTA, check_rotation
+from rayform.sample.action import check_rotation, resolve
 from rayform.sample.history import steps_back
 from rayform.sample.normalize import MODES
 
@@ -152,9 +152,10 @@ class SampleSpec:
     def deepest_history(self) -> int:
         return max((max(k) for _, k in self.history), default=0)
 
-    def streams(self) -> list[str]:
-        """The packed streams these samples read."""
-        return list(dict.fromkeys([*self.obs, *(a.removesuffix(DELTA) for a in self.actions())]))
+    def streams(self, recorded: Collection[str] = ()) -> list[str]:
+        """The packed streams these samples read, of those ``recorded`` (an action part named
+        ``x_delta`` reads a recorded ``x_delta``, else ``x``: ``rayform.sample.action``)."""
+        return list(dict.fromkeys([*self.obs, *(resolve(a, recorded)[0] for a in self.actions())]))
 
 
 def _names(action: str | Sequence[str]) -> tuple[str, ...]:

@@ -29,7 +29,8 @@ class EpisodeDataset(Statistics, OverParts, Dataset[dict[str, Any]]):
 
     ``obs`` names the streams each sample carries (images as ``(3, H, W) uint8``, arrays as
     ``float32``); ``action`` is an array stream (its future values) or ``<stream>_delta``
-    (future minus current), ``horizon`` steps long, or a pose stream (``rotation``: ``"quat"``,
+    (future minus current; spelt ``<stream>:delta`` where a stream is recorded under the other),
+    ``horizon`` steps long, or a pose stream (``rotation``: ``"quat"``,
     ``"rot6d"``, ``"axis_angle"``) or ``<pose>_delta`` (the relative transform), or a list of
     these concatenated on the last axis (``dataset.action_names`` names every element; see
     ``rayform.sample.action``); ``frame`` re-expresses pose streams in ``"ros"``, ``"optical"``

@@ -21,6 +21,7 @@ from rayform.errors import InvalidInput, NotFound, PackNotFound, StreamNotFound
 from rayform.pack import Pack, Packs
 from rayform.pack.packs import serves_size
 from rayform.recordings.slices import Slice
+from rayform.sample.action import DELTA
 from rayform.sample.spec import SampleSpec
 from rayform.torch.world import World
 
@@ -36,21 +37,24 @@ def pack_for(slice_: Slice, spec: SampleSpec) -> Pack:
     store = slice_.store
     packs = Packs(store)
     horizon, history = spec.horizon, spec.deepest_history()
+    # an action part x_delta reads a recorded x_delta, else x's delta: the slice says which
+    recorded = slice_.segment(0).streams if any(a.endswith(DELTA) for a in spec.actions()) else {}
+    wanted = spec.streams(recorded)
     if spec.pack is not None:
-        return _checked(slice_, packs.named(slice_.id, spec.pack), spec, horizon, history)
+        return _checked(slice_, packs.named(slice_.id, spec.pack), spec, wanted, horizon, history)
     try:
-        return packs.find(slice_.id, spec.fps, spec.streams(), horizon, history, spec.resize)
+        return packs.find(slice_.id, spec.fps, wanted, horizon, history, spec.resize)
     except NotFound as e:
         missing = e
-    check_streams(slice_, spec.streams())
+    check_streams(slice_, wanted)
     at_fps = [p for p in packs.list(slice_.id) if float(p.fps) == float(spec.fps)]
     if at_fps:  # say what the ones there lack
         best = max(at_fps, key=lambda p: (len(p.spec.streams or ()), p.spec.max_horizon, p.spec.max_history))
-        _checked(slice_, best, spec, horizon, history)
+        _checked(slice_, best, spec, wanted, horizon, history)
         raise missing  # they lack nothing else: the size of their images (find says it)
     for i in range(1, len(slice_.segments)):  # a stream some segment lacks: said before anything is packed
         segment = slice_.segment(i)
-        for name in spec.streams():
+        for name in wanted:
             segment.stream(name)
     world = World.detect()
     if world.world_size > 1 or world.num_workers > 0 or not _writable(store):
@@ -66,18 +70,18 @@ def pack_for(slice_: Slice, spec: SampleSpec) -> Pack:
                       workers=1)
 
 
-def _checked(slice_: Slice, pack: Pack, spec: SampleSpec, horizon: int, history: int) -> Pack:
+def _checked(slice_: Slice, pack: Pack, spec: SampleSpec, wanted: Sequence[str], horizon: int, history: int) -> Pack:
     """``pack``, if it serves ``spec``; else one error saying what it lacks and how to pack it."""
     run = f"Run: rayform pack {slice_.id} --fps {spec.fps:g}"
     if float(pack.fps) != float(spec.fps):
         raise InvalidInput(f"{slice_.id}: pack {pack.key} is at {pack.fps:g} fps, the dataset asks {spec.fps:g}. "
                            f"Ask fps={pack.fps:g}, or name a pack at {spec.fps:g} fps")
-    lacking = [name for name in spec.streams() if name not in (pack.spec.streams or ())]
+    lacking = [name for name in wanted if name not in (pack.spec.streams or ())]
     if lacking:
         raise StreamNotFound(
             f"{slice_.id}: no stream {lacking[0]!r} in its pack {pack.key} at {spec.fps:g} fps. It has: "
             f"{', '.join(pack.spec.streams or ())}. {run} "
-            f"--streams {','.join(dict.fromkeys([*(pack.spec.streams or ()), *spec.streams()]))}"
+            f"--streams {','.join(dict.fromkeys([*(pack.spec.streams or ()), *wanted]))}"
         )
     if history > pack.spec.max_history:
         raise InvalidInput(f"{slice_.id}: a history {history} steps back is beyond its pack's {pack.spec.max_history} "

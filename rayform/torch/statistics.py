@@ -39,14 +39,14 @@ class Statistics:
         sources = {s.name: s.name for s in b.arrays}
         if b.actions:
             sources["action"] = "action"
-            if "action" in normalize:  # each part's statistics (a stream's, or its _delta's), side by side
-                lacking = [p.asked for p in b.actions if p.asked not in stats or (p.stream.kind == "pose" and
+            if "action" in normalize:  # each part's statistics (a stream's, or its delta's), side by side
+                lacking = [p.asked for p in b.actions if p.stats_key not in stats or (p.stream.kind == "pose" and
                                                                                   b.spec.rotation is not None)]
                 if lacking:
                     raise InvalidInput(f"normalize 'action': the pack keeps no statistics of {lacking[0]} "
                                        f"{'as ' + b.spec.rotation if b.spec.rotation else '(a relative transform)'}"
                                        "; normalize the other keys, or leave the action as it is")
-                parts = [stats[p.asked] for p in b.actions]
+                parts = [stats[p.stats_key] for p in b.actions]
                 stats = {**stats, "action": parts[0] if len(parts) == 1 else concatenate(parts)}
         self.normalizer = Normalizer(normalize, stats, sources)
         for builder in self.builders:
@@ -54,7 +54,7 @@ class Statistics:
 
     @property
     def stats(self) -> dict[str, dict[str, Any]]:
-        """Per array stream (and ``<stream>_delta``): ``count``, ``mean``, ``std``, ``min``,
+        """Per array stream (and ``<stream>:delta``, its derived delta): ``count``, ``mean``, ``std``, ``min``,
         ``max``, ``q01``, ``q99`` as numpy arrays of the stream's element shape; of a mixture,
         the merge of its parts."""
         return {name: s.as_dict() for name, s in pack_stats(self.builders).items()}

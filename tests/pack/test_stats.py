@@ -14,7 +14,7 @@ from rayform.codec import records
 from rayform.converters.demo import DemoConfig, ingest_demo
 from rayform.errors import InvalidInput, Malformed
 from rayform.pack.layout import LOWDIM
-from rayform.pack.stats import PERCENTILES, StreamStats, merge, of_values
+from rayform.pack.stats import PERCENTILES, StreamStats, merge, of_values, stats_of
 from rayform.read.reader import PackReader
 
 
@@ -49,10 +49,22 @@ def test_stats_are_numpy_s_over_the_unpacked_values(two):
             assert np.allclose(getattr(got, key), want, rtol=1e-12, atol=1e-12), (name, key)
         assert np.allclose(got.percentiles, np.percentile(now, PERCENTILES, axis=0), atol=1e-12)
     now, deltas = _values(client, pack, "joints/position")
-    d = pack.stats["joints/position_delta"]
+    d = pack.stats["joints/position:delta"]
     assert d.count == len(deltas) and np.allclose(d.mean, deltas.mean(0), atol=1e-12)
     assert np.allclose(d.std, deltas.std(0), atol=1e-12) and np.allclose(d.q99, np.percentile(deltas, 99, axis=0))
-    assert "ee/pose_delta" not in pack.stats  # a difference of poses is not a pose
+    assert "ee/pose:delta" not in pack.stats  # a difference of poses is not a pose
+
+
+def test_a_pack_made_before_deltas_had_keys_of_their_own_reads_them_as_deltas(two):
+    _, pack, _, _, _ = two
+    old = {"joints/position_delta" if k == "joints/position:delta" else k: v.to_manifest()
+           for k, v in (pack.stats or {}).items()}
+    read = stats_of({"stats": old}, "old pack", pack.schema)
+    assert read is not None and set(read) == set(pack.stats or {})
+    assert np.array_equal(read["joints/position:delta"].mean, (pack.stats or {})["joints/position:delta"].mean)
+    # a recorded x_delta stays itself
+    assert set(stats_of({"stats": {"x_delta": old["joints/position"]}}, "pack", {"x_delta": None, "x": None}) or {}) \
+        == {"x_delta"}
 
 
 def test_one_and_two_pack_processes_give_the_same_stats_bytes(two):

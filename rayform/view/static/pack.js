@@ -75,7 +75,7 @@ async function packPage(main, sliceId, key, params) {
   const sample = await api(`${base}/sample/${index}`);
   const go = (i) => { location.hash = `#/pack/${encodeURIComponent(p.slice.id)}/${encodeURIComponent(p.key)}?sample=${i}`; };
   const input = el("input", { type: "number", min: 0, max: p.samples - 1, value: index, id: "sample-index", style: "width:7em" });
-  const stats = Object.entries(p.stats).filter(([n]) => p.schema[n] || p.schema[n.replace(/_delta$/, "")]);
+  const stats = Object.entries(p.stats).filter(([n]) => p.schema[n] || p.schema[n.replace(/:delta$/, "")]);
   put(main, 
     el("h1", {}, `Pack ${p.key}`),
     el("div", { class: "muted" }, "slice ", el("a", { href: `#/slice/${encodeURIComponent(p.slice.id)}` }, p.slice.name || p.slice.id),
@@ -107,6 +107,6 @@ async function packPage(main, sliceId, key, params) {
       chunkCanvas(n, a, sample.t_s))),
     el("h2", {}, "Statistics"),
     stats.length ? stats.map(([n, st]) => el("div", { class: "stats" }, el("b", {}, n), ` (${st.count} values)`,
-      statsCanvas(n, st, p.percentiles, (p.schema[n] && p.schema[n].names) || (p.schema[n.replace(/_delta$/, "")] || {}).names || [])))
+      statsCanvas(n, st, p.percentiles, (p.schema[n] && p.schema[n].names) || (p.schema[n.replace(/:delta$/, "")] || {}).names || [])))
       : el("p", { class: "muted" }, "This pack keeps no statistics."));
 }
