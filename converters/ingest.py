@@ -248,7 +248,7 @@ def _tasks(job: SourceJob, workers: int) -> list[SourceJob]:
 
         try:
             shards = RldsDataset(job.path, job.options.get("mapping"), job.options.get("storage_options"),
-                                 job.options.get("fps")).shards(job.options.get("splits"))
+                                 job.options.get("fps"), job.options.get("task_key")).shards(job.options.get("splits"))
         except RayformError:
             return [job]  # its task says what is wrong, naming the source
         return [dataclasses.replace(job, options={**job.options, "shard": (s.split, s.index)})
@@ -267,17 +267,18 @@ def _tasks(job: SourceJob, workers: int) -> list[SourceJob]:
             for first in range(0, count, per)] or [job]
 
 
-def describe(fmt: str, path: str | os.PathLike[str], fps: float | None = None) -> list[str]:
+def describe(fmt: str, path: str | os.PathLike[str], fps: float | None = None,
+             options: Mapping[str, Any] | None = None) -> list[str]:
     """What a source holds, before converting it: one line per feature or dataset."""
     check_extra(fmt)
     if fmt == "rlds":
         from rayform.converters.rlds import describe as describe_rlds
 
-        return describe_rlds(path, fps)
+        return describe_rlds(path, fps, options)
     if fmt == "lerobot":
         from rayform.converters.lerobot import LeRobotDataset
 
-        ds = LeRobotDataset(path)
+        ds = LeRobotDataset(path, None, (options or {}).get("storage_options"))
         episodes = ds.episodes()
         present = [e for e in episodes if not ds.missing(e)]
         frames = sum(e.length for e in present)

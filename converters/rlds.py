@@ -2,25 +2,32 @@
 segments, read without TensorFlow.
 
 A dataset folder ``<name>/<version>/`` holds ``dataset_info.json`` (splits, their shards and
-episode counts), ``features.json`` (the schema) and ``<name>-<split>.tfrecord-NNNNN-of-MMMMM``
-shards of one ``tf.train.Example`` per episode (``tfrecord``: framing and checksums, protobuf).
+episode counts), ``features.json`` (the schema) and ``<name>-<split>.<format>-NNNNN-of-MMMMM``
+shards of one ``tf.train.Example`` per episode: ``tfrecord`` (framing and checksums, protobuf)
+or ``array_record`` (read with the array-record package's reader, ``array_records``).
 The episode's ``steps`` are flattened in the Example: a tensor feature of shape ``S`` is one list
 of ``steps × prod(S)`` values (``bytes``/``zlib`` encoded: one entry a step), an image or a text
 one entry a step.
 
-One segment per episode, named ``<dataset>/<split>/episode_NNNNNN`` (its index in the split).
-Encoded images are kept as recorded (``ImageStream``: the JPEG/PNG bytes, not decoded), tensors
+One segment per episode, named ``<dataset>/<split>/episode_NNNNNN``: its place in the split as
+``tfds.builder_from_directory(...).as_dataset(split, shuffle_files=False)`` yields it
+(``rlds_order``: TFDS interleaves shards 16 records at a time), and ``shard``/``record`` in its
+metadata. Encoded images are kept as recorded (``ImageStream``: the JPEG/PNG bytes, not decoded;
+the format sniffed from the bytes where features.json does not state it), tensors
 become array streams named after their feature paths below ``steps`` (``observation/state``;
 ``action`` becomes ``action/value``, as ``action`` names the training target), ``reward``,
 ``discount`` and ``is_first``/``is_last``/``is_terminal`` too; ``mapping`` renames or (``None``)
-skips any. The language instruction is the segment's task; ``episode_metadata`` and the other
-texts go into its metadata. Step ``k`` is at ``k / fps`` (``fps`` given, else the dataset's
-known control rate, ``RATES``).
+skips any. The language instruction (a ``Text``, a string tensor, or a tensor of UTF-8 codes as
+language_table's; ``task_key`` chooses among several) is the segment's task; ``episode_metadata``
+and the other texts go into its metadata (a metadata tensor too large for the catalog becomes a
+one-step array stream ``episode_metadata/<key>``). Step ``k`` is at ``round(k · 1e9 / fps)`` ns
+(``fps`` given, else the dataset's known control rate, ``RATES``), where the packer's grid at the
+same rate lands exactly (``rayform.packer.align``).
 """
 
 from __future__ import annotations
 
-import json
+import dataclasses
 import os
 import zlib
 from collections.abc import Iterator, Mapping
@@ -31,8 +38,11 @@ from typing import Any
 import numpy as np
 
 from rayform.codec import imagecodec
+from rayform.converters.array_records import array_records
 from rayform.converters.rlds_features import NAME, Feature, default_stream_name, parse_features
+from rayform.converters.rlds_order import episode_numbers
 from rayform.converters.source_files import SourceFiles
+from rayform.converters.source_json import source_json
 from rayform.converters.tfrecord import parse_example, records
 from rayform.errors import InvalidInput, Malformed
 from rayform.pack.spec import check_fps
@@ -41,8 +51,10 @@ from rayform.recordings.streams import ArrayStream, ImageStream, Stream
 NS = 1_000_000_000
 # Control rates (Hz) the datasets state (their papers; Open X-Embodiment's dataset table); any
 # other dataset needs fps given.
-RATES = {"fractal20220817_data": 3.0, "bridge": 5.0, "bridge_dataset": 5.0, "droid": 15.0}
-MAX_META_VALUES = 64  # a metadata tensor of more values is left out of the segment's metadata
+RATES = {"fractal20220817_data": 3.0, "bridge": 5.0, "bridge_dataset": 5.0, "droid": 15.0, "language_table": 10.0,
+         "berkeley_autolab_ur5": 5.0}
+FORMATS = ("tfrecord", "array_record")
+MAX_META_VALUES = 64  # a metadata tensor of more values is kept as a one-step stream, not in the metadata
 MAX_TEXTS = 16  # distinct values of a text feature kept in the metadata
 
 
@@ -51,7 +63,7 @@ class Shard:
     split: str
     index: int  # of the split's shards
     path: PurePath
-    first: int  # the split's index of its first episode
+    numbers: tuple[int, ...]  # each record's place in the split, in TFDS's reading order
     episodes: int  # as dataset_info.json counts them
 
 
@@ -59,7 +71,8 @@ class RldsDataset:
     """An RLDS dataset folder (local or an fsspec URL), its schema and shards."""
 
     def __init__(self, root: str | os.PathLike[str], mapping: Mapping[str, str | None] | None = None,
-                 storage_options: dict[str, Any] | None = None, fps: float | None = None):
+                 storage_options: dict[str, Any] | None = None, fps: float | None = None,
+                 task_key: str | None = None):
         self.files = SourceFiles(root, storage_options)
         self.root = self.files.root
         self.info = _json(self.files, self.root / "dataset_info.json")
@@ -67,12 +80,20 @@ class RldsDataset:
         if not NAME.fullmatch(self.name) or ".." in self.name:
             raise InvalidInput(f"{self.root}/dataset_info.json: name {self.name[:60]!r} is not a dataset's name")
         self.format = str(self.info.get("fileFormat", "tfrecord"))
-        if self.format != "tfrecord":
-            raise InvalidInput(f"{self.root}: shards in {self.format[:40]}; TFRecord shards are read "
-                               "(re-prepare the dataset with file_format='tfrecord')")
+        if self.format not in FORMATS:
+            raise InvalidInput(f"{self.root}: shards in {self.format[:40]}; {' and '.join(FORMATS)} shards are read")
+        # TFDS reads shard after shard where the dataset was prepared unshuffled or as a data source
+        self.sequential = self.format == "array_record" or self.info.get("disableShuffling") is True
         self.features = parse_features(_json(self.files, self.root / "features.json"), f"{self.root}/features.json")
         self.given_fps = fps
+        texts = [f.path.removeprefix("steps/") for f in self.features if f.step and f.kind == "text" and f.skip is None]
+        if task_key is not None and task_key not in texts:
+            raise InvalidInput(f"{self.root}: --task-key {task_key!r} is no text feature of a step. It has: "
+                               f"{', '.join(texts) or 'none'}")
+        self.task_key = task_key or next((t for t in texts if "instruction" in t.rsplit("/", 1)[-1]), None)
         readable = [f for f in self.features if f.step and f.skip is None and f.kind != "text"]
+        self.large_meta = [f for f in self.features if not f.step and f.skip is None and f.kind == "tensor"
+                           and f.size > MAX_META_VALUES]
         self.mapping: dict[str, str | None] = {f.path.removeprefix("steps/"): default_stream_name(f.path)
                                                for f in readable}
         for feature, name in (mapping or {}).items():
@@ -119,11 +140,11 @@ class RldsDataset:
         for split, lengths in known.items():
             if splits and split not in splits:
                 continue
-            first = 0
+            numbers = episode_numbers(lengths, self.sequential)
             for i, n in enumerate(lengths):
                 name = f"{self.name}-{split}.{self.format}-{i:05d}-of-{len(lengths):05d}"
-                out.append(Shard(split, i, self.files.inside(self.root / name, f"shard {name}"), first, n))
-                first += n
+                out.append(Shard(split, i, self.files.inside(self.root / name, f"shard {name}"),
+                                 tuple(numbers[i].tolist()), n))
         return out
 
     def episodes(self, shard: Shard) -> Iterator[tuple[str, list[Stream], dict[str, Any]]]:
@@ -131,20 +152,25 @@ class RldsDataset:
         what = f"{shard.path}"
         if not self.files.is_file(shard.path):
             raise InvalidInput(f"{what}: missing (dataset_info.json lists {shard.episodes} episodes in it)")
-        size = self.files.size(shard.path)
         fps = self.fps
         count = 0
-        with self.files.reader(shard.path) as f:
-            for r, data in enumerate(records(f, size, what)):
-                if r >= shard.episodes:
-                    raise InvalidInput(f"{what}: more records than the {shard.episodes} dataset_info.json lists")
-                index = shard.first + r
-                yield (f"{self.name}/{shard.split}/episode_{index:06d}",
-                       *self.episode(parse_example(data, f"{what}: record {r}"), fps, f"{what}: record {r}",
-                                     {"split": shard.split, "episode_index": index}))
-                count += 1
+        for r, data in enumerate(self._records(shard, what)):
+            if r >= shard.episodes:
+                raise InvalidInput(f"{what}: more records than the {shard.episodes} dataset_info.json lists")
+            index = shard.numbers[r]
+            yield (f"{self.name}/{shard.split}/episode_{index:06d}",
+                   *self.episode(parse_example(data, f"{what}: record {r}"), fps, f"{what}: record {r}",
+                                 {"split": shard.split, "episode_index": index, "shard": shard.index, "record": r}))
+            count += 1
         if count != shard.episodes:
             raise InvalidInput(f"{what}: {count} records, dataset_info.json lists {shard.episodes} (truncated?)")
+
+    def _records(self, shard: Shard, what: str) -> Iterator[bytes]:
+        if self.format == "array_record":
+            yield from array_records(self.files, shard.path, what, shard.episodes)
+            return
+        with self.files.reader(shard.path) as f:
+            yield from records(f, self.files.size(shard.path), what)
 
     def episode(self, example: dict[str, Any], fps: float, what: str,
                 where: dict[str, Any]) -> tuple[list[Stream], dict[str, Any]]:
@@ -162,6 +188,11 @@ class RldsDataset:
             values = example[f.path]
             fwhat = f"{what}, feature {f.path}"
             if not f.step:
+                if f in self.large_meta:  # too large for the catalog: one value, at the episode's start
+                    held = f.path if f.path.startswith("episode_metadata/") else f"episode_metadata/{f.path}"
+                    streams.append(ArrayStream(held, t[:1], _tensor(f, values, 1, fwhat),
+                                               meta={"source_feature": f.path}))
+                    continue
                 meta.setdefault("episode_metadata" if f.path.startswith("episode_metadata/") else "features", {})
                 value = _meta_value(f, values, fwhat)
                 if value is not None:
@@ -169,7 +200,7 @@ class RldsDataset:
                     meta["episode_metadata" if f.path.startswith("episode_metadata/") else "features"][key] = value
                 continue
             if f.kind == "text":
-                texts[f.path.removeprefix("steps/")] = [_text(v, fwhat) for v in values]
+                texts[f.path.removeprefix("steps/")] = _texts(f, values, steps, fwhat)
                 continue
             name = self.mapping.get(f.path.removeprefix("steps/"))
             if name is None:
@@ -182,7 +213,7 @@ class RldsDataset:
                                            meta={"source_feature": f.path}))
         if not steps or not streams:
             raise InvalidInput(f"{what}: {'no steps' if not steps else 'no stream to store (all skipped)'}")
-        _texts_into(meta, texts)
+        _texts_into(meta, texts, self.task_key)
         return streams, meta
 
 
@@ -191,7 +222,7 @@ def _steps(example: dict[str, Any], features: list[Feature], what: str) -> int:
     counts = {}
     for f in features:
         values = example[f.path]
-        per = f.size if f.kind == "tensor" and f.encoding == "none" else 1
+        per = f.size if f.encoding in ("none", "codes") and f.kind != "image" else 1
         if per == 0:
             continue
         if len(values) % per:
@@ -238,17 +269,32 @@ def _tensor(f: Feature, values: Any, steps: int, what: str) -> np.ndarray:
 
 
 def _check_image(f: Feature, frames: Any, what: str) -> None:
+    """Frames as features.json declares them, or (declaring no format, as older datasets' do)
+    JPEG or PNG as the bytes say."""
     if not isinstance(frames, list) or not frames:
         raise InvalidInput(f"{what}: no encoded images")
     found = imagecodec.sniff(frames[0])
-    if found != f.encoding:
+    if f.encoding and found != f.encoding:
         raise InvalidInput(f"{what}: step 0 is {found}, features.json says {f.encoding}")
+    if found not in ("jpeg", "png"):
+        raise InvalidInput(f"{what}: step 0 is neither JPEG nor PNG (features.json states no format)")
     try:
         h, w = imagecodec.dimensions(frames[0], found, what=f"{what}, step 0")
     except Malformed as e:
         raise InvalidInput(str(e)) from None
     if len(f.shape) >= 2 and (f.shape[0], f.shape[1]) != (h, w) and min(f.shape[:2]) > 0:
         raise InvalidInput(f"{what}: step 0 is {w}x{h}, features.json says {f.shape[1]}x{f.shape[0]}")
+
+
+def _texts(f: Feature, values: Any, steps: int, what: str) -> list[str]:
+    """A text feature's value at each step: strings, or (``encoding == "codes"``, language_table's
+    instruction) a tensor of UTF-8 codes a step, zero-padded."""
+    if f.encoding != "codes":
+        return [_text(v, what) for v in values]
+    codes = _tensor(dataclasses.replace(f, encoding="none"), values, steps, what).reshape(steps, -1)
+    if codes.size and (codes.min() < 0 or codes.max() > 255):
+        raise InvalidInput(f"{what}: a code out of a byte's range (features.json's text of UTF-8 codes)")
+    return [_text(row.astype(np.uint8).tobytes().rstrip(b"\0"), what) for row in codes]
 
 
 def _text(value: Any, what: str) -> str:
@@ -262,7 +308,7 @@ def _text(value: Any, what: str) -> str:
 
 def _meta_value(f: Feature, values: Any, what: str) -> Any:
     if f.kind == "text":
-        texts = [_text(v, what) for v in values]
+        texts = _texts(f, values, 1, what) if f.encoding == "codes" else [_text(v, what) for v in values]
         return texts[0] if len(texts) == 1 else texts
     if f.kind != "tensor" or f.size > MAX_META_VALUES:
         return None
@@ -270,32 +316,27 @@ def _meta_value(f: Feature, values: Any, what: str) -> Any:
     return array.tolist()
 
 
-def _texts_into(meta: dict[str, Any], texts: dict[str, list[str]]) -> None:
-    """The instruction (the first text feature named like one) as the task; every text
-    feature's distinct values, in order, under ``texts``."""
-    distinct = {path: list(dict.fromkeys(v for v in values if v))[:MAX_TEXTS] for path, values in texts.items()}
-    for path, values in distinct.items():
-        if "instruction" in path and values:
-            meta["task"] = values[0]
-            if len(values) > 1:
-                meta["instructions"] = values
-            break
+def _texts_into(meta: dict[str, Any], texts: dict[str, list[str]], task_key: str | None) -> None:
+    """The instruction (``task_key``'s text) as the task; every text feature's distinct values,
+    in order, under ``texts``."""
+    distinct = {path: list(dict.fromkeys(v.strip() for v in values if v.strip()))[:MAX_TEXTS]
+                for path, values in texts.items()}
+    values = distinct.get(task_key or "", [])
+    if values:
+        meta["task"] = values[0]
+        if len(values) > 1:
+            meta["instructions"] = values
     if distinct:
         meta["texts"] = distinct
 
 
 def _json(files: SourceFiles, path: PurePath) -> dict[str, Any]:
     try:
-        doc = json.loads(files.read_text(path))
+        text = files.read_text(path)
     except FileNotFoundError:
         raise InvalidInput(f"{files.url}: no {path.name}; an RLDS dataset folder (<name>/<version>/) has "
                            "dataset_info.json and features.json") from None
-    except InvalidInput:
-        raise
-    except RecursionError:
-        raise InvalidInput(f"{path}: JSON nested deeper than Python reads") from None
-    except ValueError as e:
-        raise InvalidInput(f"{path}: not JSON ({e})") from None
+    doc = source_json(text, str(path))
     if not isinstance(doc, dict):
         raise InvalidInput(f"{path}: not a JSON object, as TFDS writes it")
     return doc
@@ -304,7 +345,8 @@ def _json(files: SourceFiles, path: PurePath) -> dict[str, Any]:
 def iter_rlds(root: str | os.PathLike[str], options: Mapping[str, Any]) -> Iterator[tuple[str, list[Stream], dict[str, Any]]]:
     """The episodes of a dataset (its ``splits``, or every split), or of one ``shard``
     (``(split, index)``: an ingest's task)."""
-    ds = RldsDataset(root, options.get("mapping"), options.get("storage_options"), options.get("fps"))
+    ds = RldsDataset(root, options.get("mapping"), options.get("storage_options"), options.get("fps"),
+                     options.get("task_key"))
     shards = ds.shards(options.get("splits"))
     if options.get("shard") is not None:
         split, index = options["shard"]
@@ -313,24 +355,36 @@ def iter_rlds(root: str | os.PathLike[str], options: Mapping[str, Any]) -> Itera
         yield from ds.episodes(shard)
 
 
-def describe(root: str | os.PathLike[str], fps: float | None = None) -> list[str]:
-    """What ``rayform ingest rlds --list`` prints: splits and counts, and each feature with the
-    stream it becomes."""
-    ds = RldsDataset(root, fps=fps)
+def describe(root: str | os.PathLike[str], fps: float | None = None, options: Mapping[str, Any] | None = None) -> list[str]:
+    """What ``rayform ingest rlds --list`` prints: splits and counts, then each feature and exactly
+    where it goes (a stream, the task, a metadata key) or why it is dropped."""
+    options = options or {}
+    ds = RldsDataset(root, options.get("mapping"), options.get("storage_options"), fps, options.get("task_key"))
     splits = ds.splits()
     rate = f"{ds.fps:g} Hz" if fps is not None or ds.name in RATES else "rate not stated (--fps)"
-    lines = [f"{ds.root}: RLDS {ds.name} {ds.info.get('version', '')}, {rate}; "
-             + ", ".join(f"{s}: {sum(n)} episodes in {len(n)} shards" for s, n in splits.items())]
+    order = "shard after shard" if ds.sequential else "TFDS's interleaved order"
+    lines = [f"{ds.root}: RLDS {ds.name} {ds.info.get('version', '')} ({ds.format} shards), {rate}; "
+             + ", ".join(f"{s}: {sum(n)} episodes in {len(n)} shards" for s, n in splits.items())
+             + f"; episodes numbered in {order}"]
     for f in ds.features:
         shape = "x".join(str(d) for d in f.shape) or "scalar"
+        key = f.path.removeprefix("steps/")
         if f.skip:
-            target = f"(skipped: {f.skip})"
+            target = f"dropped: {f.skip}"
+        elif not f.step and f in ds.large_meta:
+            held = f.path if f.path.startswith("episode_metadata/") else f"episode_metadata/{f.path}"
+            target = f"stream {held} (one value at the start: {f.size} values are too many for the catalog)"
         elif not f.step:
-            target = "(segment metadata)"
+            where = "episode_metadata" if f.path.startswith("episode_metadata/") else "features"
+            target = f"metadata {where}.{f.path.removeprefix('episode_metadata/')}"
         elif f.kind == "text":
-            target = "(task)" if "instruction" in f.path else "(segment metadata)"
+            target = ("task (each distinct value under metadata texts too)" if key == ds.task_key
+                      else f"metadata texts.{key} (its distinct values)")
+        elif ds.mapping.get(key) is None:
+            target = "dropped: mapped to nothing"
         else:
-            target = ds.mapping.get(f.path.removeprefix("steps/")) or "(skipped)"
-        kind = f"{f.kind} {f.encoding}" if f.kind == "image" else f.kind
+            target = f"stream {ds.mapping[key]}"
+        kind = f"image {f.encoding or 'jpeg/png as the bytes say'}" if f.kind == "image" else \
+            "text codes" if f.encoding == "codes" else f.kind
         lines.append(f"  {f.path:44} {kind:11} {f.dtype:8} {shape:12} -> {target}")
     return lines

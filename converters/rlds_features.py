@@ -27,7 +27,9 @@ class Feature:
     kind: str  # "image", "tensor" or "text"
     dtype: str  # a numpy dtype name, "string" for text
     shape: tuple[int, ...]  # per step (steps/…) or per episode; -1 where unknown
-    encoding: str  # tensors: none, bytes or zlib; images: jpeg or png
+    # tensors: none, bytes or zlib; images: jpeg, png, or "" (not stated: sniffed from the bytes);
+    # text: none, or "codes" (a tensor of UTF-8 codes, zero-padded: language_table's instruction)
+    encoding: str
     skip: str | None = None  # why it is not read
 
     @property
@@ -65,8 +67,8 @@ def parse_features(doc: Any, what: str) -> list[Feature]:
                 raise ValueError(f"feature {path}: shape {list(dims)[:10]}")
             dtype = str(spec.get("dtype", "uint8"))
             if "image" in node:
-                fmt = str(spec.get("encodingFormat") or "png")
-                skip = None if dtype in ("uint8", "uint16") and fmt in ("jpeg", "png") else \
+                fmt = str(spec.get("encodingFormat") or "")
+                skip = None if dtype in ("uint8", "uint16") and fmt in ("jpeg", "png", "") else \
                     f"an image of {dtype} as {fmt} (JPEG or PNG of uint8/uint16 are read)"
                 out.append(Feature(path, "image", dtype, dims, fmt, skip))
                 return
@@ -84,6 +86,10 @@ def parse_features(doc: Any, what: str) -> list[Feature]:
                 skip = f"shape {list(dims)} (a dimension of unknown size)"
             elif math.prod(dims) * np.dtype(dtype).itemsize > MAX_STEP_BYTES:
                 skip = f"shape {list(dims)} ({math.prod(dims) * np.dtype(dtype).itemsize} bytes a step)"
+            if skip is None and encoding == "none" and len(dims) == 1 and dtype in ("int32", "int64", "uint8") and \
+                    "instruction" in path.rsplit("/", 1)[-1]:
+                out.append(Feature(path, "text", dtype, dims, "codes"))
+                return
             out.append(Feature(path, "tensor", dtype, dims, encoding, skip))
         elif "text" in node or kind == "Text":
             out.append(Feature(path, "text", "string", (), "none"))

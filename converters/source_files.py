@@ -5,12 +5,17 @@ many episodes is read from the keyframe before each one, not whole."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import posixpath
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path, PurePath, PurePosixPath
 from typing import IO, Any
 
 from rayform.errors import InvalidInput
+
+MAX_TEXT_BYTES = 64 << 20  # a schema, an index or an info file: read whole, so bounded first
 
 
 def is_url(source: str | os.PathLike[str]) -> bool:
@@ -45,19 +50,41 @@ class SourceFiles:
         return found
 
     def read_text(self, path: PurePath) -> str:
+        """A text file read whole: refused past ``MAX_TEXT_BYTES``, and an unreachable source said
+        as such in one line."""
         if self.fs is None:
             try:
+                if Path(path).stat().st_size > MAX_TEXT_BYTES:
+                    raise InvalidInput(f"{path}: larger than the {MAX_TEXT_BYTES >> 20} MiB a schema or index may be")
                 return Path(path).read_text()
             except NotADirectoryError:
                 raise InvalidInput(f"{self.url}: not a folder (a dataset is read from its folder)") from None
             except (IsADirectoryError, PermissionError, UnicodeDecodeError) as e:
                 raise InvalidInput(f"{self.url}: cannot read {path} ({type(e).__name__})") from None
         try:
+            if int(self.fs.size(str(path))) > MAX_TEXT_BYTES:
+                raise InvalidInput(f"{self.url}: {path.name} is larger than the {MAX_TEXT_BYTES >> 20} MiB a schema "
+                                   "or index may be")
             return str(self.fs.cat_file(str(path)).decode())
-        except FileNotFoundError:
+        except (FileNotFoundError, InvalidInput):
             raise
-        except Exception as e:
-            raise InvalidInput(f"{self.url}: cannot read {path} ({type(e).__name__}: {str(e)[:120]})") from None
+        except UnicodeDecodeError:
+            raise InvalidInput(f"{self.url}: {path.name} is not text") from None
+        except Exception as e:  # the endpoint, the network or the credentials: never the file's content
+            raise InvalidInput(f"{self.url}: cannot reach {path.name} ({type(e).__name__}: {str(e)[:120]}); check "
+                               "the source's address and its options (--source-option endpoint_url=…, key=…)") from None
+
+    @contextlib.contextmanager
+    def local(self, path: PurePath) -> Iterator[str]:
+        """A local path to the file: itself, or a remote one copied to a temporary file, deleted
+        after (for readers that open paths only, as ArrayRecord's)."""
+        if self.fs is None:
+            yield str(path)
+            return
+        with tempfile.TemporaryDirectory(prefix="rayform-source-") as folder:
+            copy = os.path.join(folder, "shard")
+            self.fs.get_file(str(path), copy)
+            yield copy
 
     def is_file(self, path: PurePath) -> bool:
         return Path(path).is_file() if self.fs is None else bool(self.fs.isfile(str(path)))

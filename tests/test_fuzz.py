@@ -41,15 +41,18 @@ def _mutate_bytes(data: bytes, rng: random.Random) -> bytes:
     return bytes(data)
 
 
-def _mutate_doc(doc, rng: random.Random):
-    """A JSON-like document with one leaf (or subtree) replaced by a hostile value."""
+DEEP = "\0deep\0"  # a leaf _mutate_doc can put in, replaced by deep nesting once written
+
+
+def _mutate_doc(doc, rng: random.Random, leaf=None):
+    """A JSON-like document with one leaf (or subtree) replaced by a hostile value (or ``leaf``)."""
     if isinstance(doc, dict) and doc and rng.random() < 0.8:
         key = rng.choice(sorted(doc, key=str))
-        return {**doc, key: _mutate_doc(doc[key], rng)}
+        return {**doc, key: _mutate_doc(doc[key], rng, leaf)}
     if isinstance(doc, list) and doc and rng.random() < 0.8:
         i = rng.randrange(len(doc))
-        return doc[:i] + [_mutate_doc(doc[i], rng)] + doc[i + 1:]
-    return rng.choice(HOSTILE_VALUES)
+        return doc[:i] + [_mutate_doc(doc[i], rng, leaf)] + doc[i + 1:]
+    return rng.choice(HOSTILE_VALUES) if leaf is None else leaf
 
 
 def _only_ours(fn, *args) -> None:
@@ -233,6 +236,13 @@ def test_rlds_schemas_and_records(tmp_path):
             head = struct.pack("<Q", len(data))
             (folder / shard).write_bytes(head + struct.pack("<I", masked_crc(head)) + data
                                          + struct.pack("<I", masked_crc(data)))
+        elif case % 6 == 1:  # a subtree replaced by one nested 10 to 100,000 levels deep
+            name = sorted(docs)[case % 2]
+            depth = int(10 ** rng.uniform(1, 5))
+            deep = rng.choice(["[" * depth + "]" * depth, '{"a":' * depth + "1" + "}" * depth,  # as TFDS nests:
+                               '{"featuresDict":{"features":{"x":' * (depth // 3 + 1) + "{}" + "}}}" * (depth // 3 + 1)])
+            text = json.dumps(_mutate_doc(docs[name], rng, leaf=DEEP))
+            (folder / name).write_text(text.replace(json.dumps(DEEP), deep))
         else:
             name = sorted(docs)[case % 3]
             (folder / name).write_text(json.dumps(_mutate_doc(docs[name], rng)))

@@ -369,14 +369,16 @@ def ingest(args: argparse.Namespace) -> int:
     from rayform.converters.ingest import describe
     from rayform.converters.ingest import ingest as ingest_sources
 
+    source = {"mapping": _mapping(args), "storage_options": storage_options(args.source_option) or None,
+              "task_key": args.task_key}
     if args.list:
         for path in args.paths:
-            print("\n".join(describe(args.format, path, args.fps)))
+            print("\n".join(describe(args.format, path, args.fps, source)))
         return 0
     if not args.site:
         raise InvalidInput("ingest: --site is required (where the recordings come from)")
     client = store_client(args, writes=True)
-    options = {"mapping": _mapping(args), "allow_missing": args.allow_missing, "fps": args.fps, "stamp": args.stamp,
+    options = {**source, "allow_missing": args.allow_missing, "fps": args.fps, "stamp": args.stamp,
                "joints": [j.strip() for j in args.joints.split(",")] if args.joints else None, "task": args.task,
                "allow_nonfinite": args.allow_nonfinite, "decode_video": args.decode_video, "splits": args.split or None}
     report = ingest_sources(client, args.format, args.paths, args.site, options=options, slice_name=args.slice,

@@ -187,6 +187,11 @@ def _parser() -> argparse.ArgumentParser:
     ing.add_argument("--allow-missing", action="store_true", help="convert the episodes present even if the meta lists more")
     ing.add_argument("--fps", type=float, help="frame rate where the source does not record one (hdf5, rlds)")
     ing.add_argument("--split", action="append", default=[], help="an RLDS split to ingest (repeat; default: all)")
+    ing.add_argument("--source-option", action="append", default=[], metavar="KEY=VALUE",
+                     help="a storage option of the sources (s3://, gs://), e.g. --source-option "
+                          "endpoint_url=http://host:9000; repeatable. -o applies to the store only")
+    ing.add_argument("--task-key", metavar="FEATURE",
+                     help="rlds: the text feature (below steps/) that is each episode's task, where several are")
     ing.add_argument("--stamp", choices=["header", "log"], default="header",
                      help="ros: the header stamp when set (default), or always the log time")
     ing.add_argument("--joints", help="ros: comma-separated joint names, in the order wanted")

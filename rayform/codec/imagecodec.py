@@ -36,6 +36,12 @@ def sniff(data: bytes) -> str:
     raise InvalidInput(f"image bytes starting {head.hex()}: neither JPEG nor PNG")
 
 
+def frame_encoding(data: bytes | memoryview, encoding: str) -> str:
+    """One frame's format: its stream's, or (a stream recorded in both, ``"mixed"``) its own bytes'."""
+    return sniff(bytes(data[:8])) if encoding == MIXED else encoding
+
+
+MIXED = "mixed"  # a stream whose frames are JPEG or PNG, each as recorded
 MAX_PIXELS = 1 << 28  # 16384 x 16384: an image claiming more is refused before it is decoded
 
 

@@ -8,7 +8,10 @@ The rules (DESIGN.md):
 - a timestamp within ``snap`` after an instant counts as at it (recorders stamp frames a few
   hundred ns off the grid their float seconds meant): for the frame chosen, for the range
   an array covers, and for the end a future window pads past. Never more than ``snap``;
-- an array is interpolated between its two recorded values around ``t_k``: linearly for
+- an instant within ``EXACT_NS`` of a recorded value takes that value exactly: grid instants are
+  whole ns, so ``t_k + round(j · 1e9 / fps)`` may land 1 ns beside a step recorded at
+  ``round((k + j) · 1e9 / fps)`` (3 Hz, 15 Hz), and an action chunk must be the recorded steps;
+- otherwise an array is interpolated between its two recorded values around ``t_k``: linearly for
   floats, by slerp for the quaternion of a pose, by holding the earlier value for integer
   and bool data; it is rejected when those two values are further apart than twice the
   tolerance (a gap in the recording, not something to interpolate across).
@@ -21,6 +24,7 @@ import numpy as np
 from rayform.recordings.streams import median_period
 
 NS = 1_000_000_000
+EXACT_NS = 2  # an instant this near a recorded value is at it (two roundings to whole ns apart)
 
 
 def median_period_ns(ts: np.ndarray) -> int:
@@ -66,12 +70,14 @@ def image_indices(ts: np.ndarray, t: np.ndarray, tolerance_ns: int, snap: int = 
 def bracket(ts: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Indices ``lo, hi`` of the values around each instant and the weight of ``hi``.
 
-    Outside the recorded range both indices clamp to the nearest end (weight 0 or 1).
+    Outside the recorded range both indices clamp to the nearest end (weight 0 or 1); within
+    ``EXACT_NS`` of a recorded value the weight is exactly 0 or 1.
     """
     hi = np.clip(np.searchsorted(ts, t, side="left"), 0, len(ts) - 1)
     lo = np.clip(np.where(ts[hi] == t, hi, hi - 1), 0, len(ts) - 1)
     span = (ts[hi] - ts[lo]).astype(np.float64)
     w = np.divide((t - ts[lo]).astype(np.float64), span, out=np.zeros(len(t)), where=span > 0)
+    w = np.where(t - ts[lo] <= EXACT_NS, 0.0, np.where(ts[hi] - t <= EXACT_NS, 1.0, w))
     return lo, hi, np.clip(w, 0.0, 1.0)
 
 

@@ -45,7 +45,8 @@ def member_format(source_encoding: str, dtype: str, spec: PackSpec) -> str:
         return "png"
     if spec.image_codec == "jpeg":
         return "jpg"
-    return {"jpeg": "jpg", "png": "png"}.get(source_encoding, "png")
+    # a stream of JPEG and PNG frames: JPEG, its PNG frames encoded so (each JPEG one kept as recorded)
+    return {"jpeg": "jpg", "png": "png", "mixed": "jpg"}.get(source_encoding, "png")
 
 
 def sample_key(segment_id: str, version: str, grid_index: int) -> str:
@@ -157,6 +158,10 @@ def _image_member(seg: Segment, name: str, index: int, s: StreamSchema, spec: Pa
     if as_recorded(seg, name, s, spec):
         return seg.frame_view(name, index)  # not one pixel re-encoded, not one byte copied
     target = _ENCODING[s.format]
+    if seg.streams[name].encoding == imagecodec.MIXED and spec.resize is None and not spec.jpeg_reencode:
+        view = seg.frame_view(name, index)
+        if imagecodec.sniff(bytes(view[:8])) == target:  # this frame is in the pack's format: as recorded
+            return view
     image = seg.frame_array(name, index)
     if spec.resize is not None and tuple(image.shape[:2]) != spec.resize:
         image = imagecodec.resize(image, spec.resize)

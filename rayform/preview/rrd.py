@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from rayform.codec import imagecodec
 from rayform.errors import InvalidInput
 from rayform.preview.packed import PackedSamples
 from rayform.recordings.segment_reader import Segment
@@ -68,10 +69,10 @@ def write_rrd(slice_: Slice, segments: list[Segment], path: Path, packed: Mappin
 
 def _send_images(rr: Any, rec: Any, seg: Segment, name: str, entity: str, index: list[Any]) -> None:
     info = seg.streams[name]
-    if info.encoding in MEDIA_TYPES:
+    if info.encoding in MEDIA_TYPES or info.encoding == imagecodec.MIXED:
         blobs = [seg.frame_bytes(name, i) for i in range(info.count)]
         rec.send_columns(entity, index, rr.EncodedImage.columns(
-            blob=blobs, media_type=[MEDIA_TYPES[info.encoding]] * info.count))
+            blob=blobs, media_type=[MEDIA_TYPES[imagecodec.frame_encoding(b, str(info.encoding))] for b in blobs]))
         return
     for i, t in enumerate(seg.timestamps(name)):  # raw frames (depth, …): one image each
         rec.set_time(TIMELINE, timestamp=np.datetime64(int(t), "ns"))

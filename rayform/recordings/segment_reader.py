@@ -138,7 +138,8 @@ class Segment:
             raise InvalidInput(f"{self.id}: stream {name!r} holds array values, not frames")
         if info.video is not None:
             return self.video(name).frame(index)
-        return imagecodec.decode(self.frame_bytes(name, index), info.encoding, expect=info.shape[:2],
+        data = self.frame_bytes(name, index)
+        return imagecodec.decode(data, imagecodec.frame_encoding(data, info.encoding), expect=info.shape[:2],
                                  what=f"{self.id} stream {name} frame {index}")
 
     def _checked(self, array: np.ndarray, shape: tuple[int, ...], dtype: str, what: str) -> np.ndarray:

@@ -200,7 +200,7 @@ class SegmentWriter:
                 data=chunks, encoding="raw", meta=dict(stream.meta),
             ), ts
         encoding = _common_encoding(stream.name, frames)
-        first = imagecodec.decode(frames[0], encoding, what=f"stream {stream.name} frame 0")
+        first = imagecodec.decode(frames[0], imagecodec.sniff(frames[0]), what=f"stream {stream.name} frame 0")
         _check_frame_sizes(stream.name, frames, encoding, first.shape[:2])
         return StreamInfo(
             name=stream.name, kind="image", count=len(frames), dtype=first.dtype.str,
@@ -277,15 +277,20 @@ def check_finite(name: str, values: np.ndarray, t_ns: np.ndarray) -> None:
 def _check_frame_sizes(name: str, frames: Sequence[bytes], encoding: str, size: tuple[int, ...]) -> None:
     """Every frame of a stream has the first one's height and width (read from its header)."""
     for i, f in enumerate(frames):
-        hw = imagecodec.dimensions(f, encoding, what=f"stream {name} frame {i}")
+        hw = imagecodec.dimensions(f, imagecodec.frame_encoding(f, encoding), what=f"stream {name} frame {i}")
         if hw != tuple(size):
             raise InvalidInput(f"stream {name}: frame {i} is {hw[1]}x{hw[0]}, frame 0 is {size[1]}x{size[0]}; "
                                "a stream's frames share one size")
 
 
 def _common_encoding(name: str, frames: Sequence[bytes]) -> str:
+    """The frames' format, or ``"mixed"`` where a stream holds both (each kept as recorded)."""
     first = imagecodec.sniff(frames[0])
     for i, f in enumerate(frames):
-        if not bytes(f[:3]) == bytes(frames[0][:3]):
-            raise InvalidInput(f"stream {name}: frame {i} is {imagecodec.sniff(f)}, frame 0 is {first}")
+        if bytes(f[:3]) != bytes(frames[0][:3]):
+            try:
+                imagecodec.sniff(f)
+            except InvalidInput:
+                raise InvalidInput(f"stream {name}: frame {i} is neither JPEG nor PNG") from None
+            return imagecodec.MIXED
     return first

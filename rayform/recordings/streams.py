@@ -165,7 +165,7 @@ class StreamInfo:
     shape: tuple[int, ...]
     timestamps: str  # blob holding the int64 timestamps
     data: tuple[tuple[str, int], ...]  # (blob, frames in it); one blob for arrays
-    encoding: str | None = None  # images: "jpeg" | "png" | "raw" | "video"
+    encoding: str | None = None  # images: "jpeg" | "png" | "mixed" (each frame one of them) | "raw" | "video"
     sizes: str | None = None  # encoded images: blob of per-frame (video: per-packet) byte sizes
     units: str | None = None
     names: tuple[str, ...] | None = None
@@ -230,8 +230,8 @@ class StreamInfo:
         sizes = m.get("sizes")
         video = None
         if kind == "image":
-            if encoding not in ("jpeg", "png", "raw", "video"):
-                raise Malformed(f"{what}: image encoding {str(encoding)[:20]!r} is not jpeg, png, raw or video")
+            if encoding not in ("jpeg", "png", "mixed", "raw", "video"):
+                raise Malformed(f"{what}: image encoding {str(encoding)[:20]!r} is not jpeg, png, mixed, raw or video")
             if (encoding == "raw") != (sizes is None):
                 raise Malformed(f"{what}: {'raw frames have no' if encoding == 'raw' else 'encoded frames need'} sizes")
             if encoding == "video":

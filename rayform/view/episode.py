@@ -126,10 +126,11 @@ class Episodes:
         info = _camera(seg, stream)
         if not 0 <= index < info.count:
             raise InvalidInput(f"{seg.id}: {stream} has frames 0..{info.count - 1}, not {index}")
-        if info.encoding in ("jpeg", "png"):
+        if info.encoding in ("jpeg", "png", imagecodec.MIXED):
             data = bytes(seg.frame_bytes(stream, index))
-            imagecodec.check_dimensions(data, info.encoding, info.shape[:2], f"{seg.id} {stream} frame {index}")
-            return data, "image/jpeg" if info.encoding == "jpeg" else "image/png"
+            encoding = imagecodec.frame_encoding(data, info.encoding)
+            imagecodec.check_dimensions(data, encoding, info.shape[:2], f"{seg.id} {stream} frame {index}")
+            return data, "image/jpeg" if encoding == "jpeg" else "image/png"
         with self._decoding:
             image = seg.frame_array(stream, index)
         if image.dtype != np.uint8:  # depth and other raw frames: scaled to their range to be seen

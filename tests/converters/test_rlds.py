@@ -113,9 +113,10 @@ def test_list_names_each_feature_and_the_stream_it_becomes():
     lines = describe("rlds", TOY)
     assert "train: 2 episodes in 2 shards" in lines[0] and "--fps" in lines[0]
     joined = "\n".join(lines)
-    for feature, target in [("steps/observation/image", "observation/image"), ("steps/action", "action/value"),
-                            ("steps/language_instruction", "(task)"),
-                            ("episode_metadata/file_path", "(segment metadata)")]:
+    for feature, target in [("steps/observation/image", "stream observation/image"),
+                            ("steps/action", "stream action/value"),
+                            ("steps/language_instruction", "task (each distinct value under metadata texts too)"),
+                            ("episode_metadata/file_path", "metadata episode_metadata.file_path")]:
         assert any(line.split()[0] == feature and line.endswith(f"-> {target}") for line in lines[1:]), joined
 
 
@@ -254,6 +255,6 @@ def test_a_tensor_declaring_more_than_a_step_may_hold_is_skipped_before_anything
     from rayform.converters.ingest import describe
 
     [line] = [x for x in describe("rlds", folder) if "steps/observation/depth" in x]
-    assert "(skipped: shape [100000, 100000] (40000000000 bytes a step))" in line
+    assert "-> dropped: shape [100000, 100000] (40000000000 bytes a step)" in line
     name, streams, _ = next(iter_rlds(folder, {"fps": FPS}))
     assert "observation/depth" not in {s.name for s in streams} and "observation/state" in {s.name for s in streams}

@@ -57,11 +57,13 @@ def test_linear_interpolation_between_neighbours():
 
 
 def test_integer_and_bool_values_are_held_not_interpolated():
-    ts = np.array([0, 10, 20], np.int64)
+    ts = np.array([0, 10, 20], np.int64) * MS
     ints = np.array([[1], [5], [9]], np.int32)
-    assert align.interpolate(ts, ints, np.array([0, 9, 10, 19, 20]))[:, 0].tolist() == [1, 1, 5, 5, 9]
+    assert align.interpolate(ts, ints, np.array([0, 9, 10, 19, 20]) * MS)[:, 0].tolist() == [1, 1, 5, 5, 9]
     bools = np.array([False, True, False])
-    assert align.interpolate(ts, bools, np.array([5, 10, 15])).tolist() == [False, True, True]
+    assert align.interpolate(ts, bools, np.array([5, 10, 15]) * MS).tolist() == [False, True, True]
+    # an instant within EXACT_NS before a recorded value is at it
+    assert align.interpolate(ts, ints, np.array([10 * MS - align.EXACT_NS]))[:, 0].tolist() == [5]
 
 
 def test_array_gaps_wider_than_twice_the_tolerance_are_rejected():
@@ -135,3 +137,21 @@ def test_the_snap_keeps_an_end_a_nanosecond_short_from_padding():
     assert exact.tolist() == [[False, False, True]] and snapped.tolist() == [[False, False, False]]
     assert align.array_ok(ts, np.array([300]), 100, snap=1).tolist() == [True]
     assert align.array_ok(ts, np.array([301]), 100, snap=1).tolist() == [False]
+
+
+@pytest.mark.parametrize("fps", [3.0, 15.0, 7.0, 29.97, 10.0])
+def test_a_future_window_on_steps_recorded_at_the_grid_rate_is_the_recorded_steps_bit_for_bit(fps):
+    # Steps recorded at round(k·1e9/fps), as RLDS datasets give them: t_k + round(j·1e9/fps) lands
+    # 1 ns beside a step at 3 and 15 Hz, and must still be that step, not an interpolation.
+    n, horizon = 40, 10
+    ts = np.round(np.arange(n) * (align.NS / fps)).astype(np.int64)
+    values = np.random.default_rng(0).normal(size=(n, 3)).astype(np.float32)
+    t = align.grid(int(ts[0]), int(ts[-1]), fps)
+    assert np.array_equal(t, ts)
+    future, pad = align.future_window(ts, values, t, fps, horizon, int(ts[-1]))
+    for k in range(n):
+        want = values[np.minimum(np.arange(k, k + horizon + 1), n - 1)]
+        assert np.array_equal(future[k], want), (fps, k)
+    # halfway between two steps is still interpolated
+    mid = align.interpolate(ts, values, ts[:-1] + (ts[1:] - ts[:-1]) // 2)
+    assert not np.array_equal(mid, values[:-1])
