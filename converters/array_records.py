@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from rayform.converters.source_files import SourceFiles
 from rayform.errors import InvalidInput
@@ -18,20 +19,22 @@ def array_records(files: SourceFiles, path: object, what: str, expected: int) ->
         raise InvalidInput(f"{what}: array_record shards are read with the array-record package: "
                            "pip install 'rayform[rlds]'") from None
     with files.local(path) as local:  # type: ignore[arg-type]
+        reader = _checked(lambda: ArrayRecordReader(local, "readahead_buffer_size:4M,max_parallelism:0"),
+                          f"{what}")
         try:
-            reader = ArrayRecordReader(local, "readahead_buffer_size:4M,max_parallelism:0")
-        except Exception as e:  # the library raises ValueError/RuntimeError on a file it cannot open
-            raise InvalidInput(f"{what}: not an ArrayRecord file ({type(e).__name__}: {str(e)[:120]})") from None
-        try:
-            count = int(reader.num_records())
+            count = int(_checked(reader.num_records, f"{what}: its index"))
             if count != expected:
                 raise InvalidInput(f"{what}: {count} records, dataset_info.json lists {expected}")
             for index in range(count):
-                try:
-                    data = reader.read()
-                except Exception as e:
-                    raise InvalidInput(f"{what}: record {index}: unreadable ({type(e).__name__}: {str(e)[:120]}; "
-                                       "a damaged file)") from None
-                yield data
+                yield _checked(reader.read, f"{what}: record {index}")
         finally:
-            reader.close()
+            _checked(reader.close, f"{what}: its end")
+
+
+def _checked(call: Callable[[], Any], what: str) -> Any:
+    """The reader's call; its errors (RuntimeError, ValueError: a checksum, a truncated chunk) as
+    one InvalidInput naming the shard."""
+    try:
+        return call()
+    except Exception as e:
+        raise InvalidInput(f"{what} is unreadable, a damaged file ({type(e).__name__}: {str(e)[:160]})") from None

@@ -14,6 +14,7 @@ from pathlib import Path, PurePath, PurePosixPath
 from typing import IO, Any
 
 from rayform.errors import InvalidInput
+from rayform.sizes import format_size
 
 MAX_TEXT_BYTES = 64 << 20  # a schema, an index or an info file: read whole, so bounded first
 
@@ -55,7 +56,7 @@ class SourceFiles:
         if self.fs is None:
             try:
                 if Path(path).stat().st_size > MAX_TEXT_BYTES:
-                    raise InvalidInput(f"{path}: larger than the {MAX_TEXT_BYTES >> 20} MiB a schema or index may be")
+                    raise InvalidInput(f"{path}: larger than the {format_size(MAX_TEXT_BYTES)} a schema or index may be")
                 return Path(path).read_text()
             except NotADirectoryError:
                 raise InvalidInput(f"{self.url}: not a folder (a dataset is read from its folder)") from None
@@ -63,8 +64,8 @@ class SourceFiles:
                 raise InvalidInput(f"{self.url}: cannot read {path} ({type(e).__name__})") from None
         try:
             if int(self.fs.size(str(path))) > MAX_TEXT_BYTES:
-                raise InvalidInput(f"{self.url}: {path.name} is larger than the {MAX_TEXT_BYTES >> 20} MiB a schema "
-                                   "or index may be")
+                raise InvalidInput(f"{self.url}: {path.name} is larger than the {format_size(MAX_TEXT_BYTES)} a "
+                                   "schema or index may be")
             return str(self.fs.cat_file(str(path)).decode())
         except (FileNotFoundError, InvalidInput):
             raise

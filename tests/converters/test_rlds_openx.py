@@ -179,3 +179,66 @@ def test_list_says_where_each_feature_goes_and_the_cli_takes_source_options(tmp_
                       "--source-option", "config_kwargs={\"retries\": {\"max_attempts\": 1}}")
     assert unreachable.returncode != 0 and "Traceback" not in unreachable.stderr
     assert len(unreachable.stderr.strip().splitlines()) == 1 and "cannot reach dataset_info.json" in unreachable.stderr
+
+
+def test_a_metadata_tensor_too_large_for_the_catalog_is_kept_as_a_one_step_stream():
+    from rayform.converters.rlds_features import Feature
+    from rayform.converters.tfrecord import parse_example, records
+
+    folder = FOLDERS["fractal20220817_data"]
+    ds = RldsDataset(folder)
+    big = Feature("episode_metadata/embedding", "tensor", "float32", (100,), "none")
+    ds.features.append(big)
+    ds.large_meta.append(big)
+    shard = ds.shards()[0]
+    with open(shard.path, "rb") as f:
+        example = parse_example(next(records(f, shard.path.stat().st_size, "shard")), "record 0")
+    example[big.path] = np.arange(100, dtype=np.float32)
+    streams, meta = ds.episode(example, 3.0, "record 0", {})
+    [kept] = [s for s in streams if s.name == "episode_metadata/embedding"]
+    assert np.array_equal(kept.values, np.arange(100, dtype=np.float32)[None]) and len(kept.timestamps) == 1
+    assert "embedding" not in meta.get("episode_metadata", {})
+
+
+def test_the_task_key_chooses_among_instructions_and_a_wrong_one_is_named(tmp_path):
+    from rayform.errors import InvalidInput
+
+    ds = RldsDataset(FOLDERS["droid"], task_key="language_instruction_3")
+    assert ds.task_key == "language_instruction_3" and RldsDataset(FOLDERS["droid"]).task_key == "language_instruction"
+    with pytest.raises(InvalidInput, match="--task-key 'steps/nope'.*language_instruction_2"):
+        RldsDataset(FOLDERS["droid"], task_key="steps/nope")
+
+
+def test_a_damaged_array_record_shard_is_refused_and_the_store_unchanged(tmp_path):
+    import shutil
+
+    from rayform.errors import InvalidInput
+
+    pytest.importorskip("array_record", reason="the rlds extra's array-record is not installed")
+    folder = tmp_path / "language_table" / "0.0.1"
+    shutil.copytree(FOLDERS["array_record/language_table"], folder)
+    shard = next(folder.glob("*.array_record-00001-of-00002"))
+    data = bytearray(shard.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    shard.write_bytes(bytes(data))
+    client = rayform.Client(tmp_path / "store")
+    with pytest.raises(InvalidInput, match="array_record-00001-of-00002"):
+        client.ingest("rlds", [folder], "lt", workers=1, progress=False)
+    assert client.segments.list() == []
+
+
+def test_source_json_is_bounded_in_size_and_depth(tmp_path, monkeypatch):
+    import shutil
+
+    from rayform.converters import source_files
+    from rayform.errors import InvalidInput
+
+    folder = tmp_path / "droid" / "1.0.1"
+    shutil.copytree(FOLDERS["droid"], folder)
+    monkeypatch.setattr(source_files, "MAX_TEXT_BYTES", 1000)
+    with pytest.raises(InvalidInput, match="json: larger than the 1000 B"):
+        RldsDataset(folder)
+    monkeypatch.undo()
+    (folder / "features.json").write_text('{"featuresDict": ' * 70 + "{}" + "}" * 70)
+    with pytest.raises(InvalidInput, match="features.json: JSON nested deeper than 64"):
+        RldsDataset(folder)
