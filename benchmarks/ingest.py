@@ -20,16 +20,26 @@ that has TensorFlow (the reference; rayform does not need it).
 
     python benchmarks/ingest.py [--copies 20] [--workers 2] [--repeats 3] [--decode-video]
     python benchmarks/ingest.py --rlds [--episodes 200] [--steps 60] [--shards 8] [--tf-python /tmp/tfenv/bin/python]
+
+With ``--rlds --s3``: the dataset in a bucket of a real S3 endpoint on loopback (moto's server, as
+the tests start it), ingested from its ``s3://`` URL on a process pool and on a Dask LocalCluster
+of ``--workers`` (shards as tasks); printed too, the requests each shard cost (GET, HEAD, LIST).
+TensorFlow reads the same records from local disk (it has no S3 of its own without
+tensorflow-io): the reference is its best case.
+
+    python benchmarks/ingest.py --rlds --s3 --episodes 1000 --steps 10 --shards 1000 --tf-python /tmp/tfenv/bin/python
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from statistics import median
 
@@ -53,6 +63,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=60)
     ap.add_argument("--shards", type=int, default=8)
     ap.add_argument("--tf-python", help="a Python with TensorFlow, to time its reader on the same records")
+    ap.add_argument("--s3", action="store_true", help="rlds: ingest from a bucket of a local S3 endpoint (moto)")
     args = ap.parse_args()
     if args.rlds:
         rlds(args)
@@ -101,37 +112,86 @@ def rlds(args: argparse.Namespace) -> None:
     import rlds_data
     from video import real_frames
 
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
         size = rlds_data.write(Path(tmp) / "source", real_frames(), args.episodes, args.steps, args.shards)
         source = Path(tmp) / "source" / rlds_data.NAME / "1.0.0"
         shards = sorted(str(p) for p in source.glob("*.tfrecord-*"))
+        url, options, endpoint = str(source), None, None
+        if args.s3:
+            endpoint, url, options = _bucket(source)
+            cluster = stack.enter_context(_dask(args.workers))
         modes = ["plain copy of the files", f"rayform ingest rlds, {args.workers} workers", "rayform ingest rlds, 1 process"]
+        if args.s3:
+            modes.append(f"rayform ingest rlds, Dask {args.workers} workers")
         if args.tf_python:
-            modes.append("TensorFlow: read + parse, 1 process")
+            modes.append("TensorFlow: read + parse, 1 process" + (" (local disk)" if args.s3 else ""))
         times: dict[str, list[float]] = {m: [] for m in modes}
+        requests: dict[str, list[float]] = {m: [] for m in modes}
         for r in range(args.repeats):
             for m in modes:
                 target = Path(tmp) / f"{r}-{modes.index(m)}"
+                if endpoint is not None:
+                    endpoint.reset_counts()
                 t0 = time.perf_counter()
                 if m.startswith("plain"):
                     shutil.copytree(source, target)
                 elif m.startswith("rayform"):
-                    rayform.Client(target).ingest("rlds", [source], "bench", options={"fps": 10},
-                                                  workers=args.workers if "workers" in m else 1, progress=False)
+                    executor = cluster.get_executor() if "Dask" in m else None
+                    rayform.Client(target).ingest("rlds", [url], "bench", options={"fps": 10, "storage_options": options},
+                                                  executor=executor, workers=args.workers if "workers" in m else 1,
+                                                  progress=False)
                 else:  # TensorFlow's own timing, without its import
                     out = subprocess.run([args.tf_python, "-c", rlds_data.TF_READ, *shards], capture_output=True,
                                          text=True, check=True).stdout.split()
                     assert int(out[1]) == args.episodes * args.steps
                     t0 = time.perf_counter() - float(out[0])
                 times[m].append(time.perf_counter() - t0)
+                if endpoint is not None and m.startswith("rayform"):
+                    requests[m].append(endpoint.count() / args.shards)
                 shutil.rmtree(target, ignore_errors=True)
     copy = median(times[modes[0]])
     print(f"RLDS: {args.episodes} episodes of {args.steps} steps (two 224x224 JPEG q90 cameras), {size / 1e6:.1f} MB "
-          f"in {args.shards} TFRecord shards; medians of {args.repeats}", file=sys.stderr)
-    print(f"\n{'':38} {'seconds':>8} {'episodes/s':>11} {'MB/s':>8} {'x copy time':>12}")
+          f"in {args.shards} TFRecord shards{' from S3 (moto on loopback)' if args.s3 else ''}; medians of "
+          f"{args.repeats}", file=sys.stderr)
+    reference = next((median(times[m]) for m in modes if m.startswith("TensorFlow")), None)
+    print(f"\n{'':46} {'seconds':>8} {'episodes/s':>11} {'MB/s':>8} {'x copy time':>12} {'x TF MB/s':>10}"
+          f"{' requests/shard' if args.s3 else ''}")
     for m in modes:
         t = median(times[m])
-        print(f"{m:38} {t:8.2f} {args.episodes / t:11.1f} {size / 1e6 / t:8.1f} {t / copy:12.2f}")
+        ratio = f"{reference / t:10.2f}" if reference else f"{'':10}"
+        asked = f" {median(requests[m]):15.1f}" if args.s3 and requests[m] else ""
+        print(f"{m:46} {t:8.2f} {args.episodes / t:11.1f} {size / 1e6 / t:8.1f} {t / copy:12.2f} {ratio}{asked}")
+
+
+def _bucket(source: Path) -> tuple[object, str, dict]:
+    """The dataset uploaded to a bucket of a fresh moto server on loopback: (endpoint, URL, options)."""
+    import boto3
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    from conftest import S3Endpoint  # the tests' endpoint: moto's server, counting requests
+
+    endpoint = S3Endpoint()
+    bucket = endpoint.bucket()
+    s3 = boto3.client("s3", endpoint_url=endpoint.url, region_name="us-east-1", aws_access_key_id="testing",
+                      aws_secret_access_key="testing")
+    for path in source.iterdir():
+        s3.upload_file(str(path), bucket, f"{rlds_data_name()}/1.0.0/{path.name}")
+    return endpoint, f"s3://{bucket}/{rlds_data_name()}/1.0.0", endpoint.storage_options
+
+
+def rlds_data_name() -> str:
+    import rlds_data
+
+    return rlds_data.NAME
+
+
+@contextlib.contextmanager
+def _dask(workers: int) -> Iterator[object]:
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
+            Client(cluster) as client:
+        yield client
 
 
 if __name__ == "__main__":

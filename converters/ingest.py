@@ -247,19 +247,20 @@ def _tasks(job: SourceJob, workers: int) -> list[SourceJob]:
         from rayform.converters.rlds import RldsDataset
 
         try:
-            shards = RldsDataset(job.path, job.options.get("mapping"), job.options.get("storage_options"),
-                                 job.options.get("fps"), job.options.get("task_key")).shards(job.options.get("splits"))
+            ds = RldsDataset(job.path, job.options.get("mapping"), job.options.get("storage_options"),
+                             job.options.get("fps"), job.options.get("task_key"))
+            shards = ds.shards(job.options.get("splits"))
         except RayformError:
             return [job]  # its task says what is wrong, naming the source
-        return [dataclasses.replace(job, options={**job.options, "shard": (s.split, s.index)})
+        return [dataclasses.replace(job, options={**job.options, "shard": (s.split, s.index), "docs": ds.docs})
                 for s in shards if s.episodes] or [job]
     if job.fmt != "lerobot" or "episodes" in job.options:
         return [job]
     from rayform.converters.lerobot import LeRobotDataset
 
     try:
-        ds = LeRobotDataset(job.path, job.options.get("mapping"), job.options.get("storage_options"))
-        count = len(ds.select(bool(job.options.get("allow_missing"))))
+        lerobot = LeRobotDataset(job.path, job.options.get("mapping"), job.options.get("storage_options"))
+        count = len(lerobot.select(bool(job.options.get("allow_missing"))))
     except RayformError:
         return [job]  # its task says what is wrong, naming the source
     per = max(1, min(EPISODES_PER_TASK, -(-count // (4 * workers))))

@@ -41,7 +41,7 @@ from rayform.codec import imagecodec
 from rayform.converters.array_records import array_records
 from rayform.converters.rlds_features import NAME, Feature, default_stream_name, parse_features
 from rayform.converters.rlds_order import episode_numbers
-from rayform.converters.source_files import SourceFiles
+from rayform.converters.source_files import SourceFiles, reader_size
 from rayform.converters.source_json import source_json
 from rayform.converters.tfrecord import parse_example, records
 from rayform.errors import InvalidInput, Malformed
@@ -72,10 +72,15 @@ class RldsDataset:
 
     def __init__(self, root: str | os.PathLike[str], mapping: Mapping[str, str | None] | None = None,
                  storage_options: dict[str, Any] | None = None, fps: float | None = None,
-                 task_key: str | None = None):
+                 task_key: str | None = None, docs: tuple[str, str] | None = None):
+        """``docs``: dataset_info.json's and features.json's texts as already read (an ingest's
+        planner reads them once and hands them to every shard's task: one schema for all, and
+        no request a task)."""
         self.files = SourceFiles(root, storage_options)
         self.root = self.files.root
-        self.info = _json(self.files, self.root / "dataset_info.json")
+        self.docs = docs or (_read(self.files, self.root / "dataset_info.json"),
+                             _read(self.files, self.root / "features.json"))
+        self.info = _json(self.docs[0], self.root / "dataset_info.json")
         self.name = str(self.info.get("name", ""))
         if not NAME.fullmatch(self.name) or ".." in self.name:
             raise InvalidInput(f"{self.root}/dataset_info.json: name {self.name[:60]!r} is not a dataset's name")
@@ -84,7 +89,7 @@ class RldsDataset:
             raise InvalidInput(f"{self.root}: shards in {self.format[:40]}; {' and '.join(FORMATS)} shards are read")
         # TFDS reads shard after shard where the dataset was prepared unshuffled or as a data source
         self.sequential = self.format == "array_record" or self.info.get("disableShuffling") is True
-        self.features = parse_features(_json(self.files, self.root / "features.json"), f"{self.root}/features.json")
+        self.features = parse_features(_json(self.docs[1], self.root / "features.json"), f"{self.root}/features.json")
         self.given_fps = fps
         texts = [f.path.removeprefix("steps/") for f in self.features if f.step and f.kind == "text" and f.skip is None]
         if task_key is not None and task_key not in texts:
@@ -150,8 +155,6 @@ class RldsDataset:
     def episodes(self, shard: Shard) -> Iterator[tuple[str, list[Stream], dict[str, Any]]]:
         """A shard's episodes, read one record at a time."""
         what = f"{shard.path}"
-        if not self.files.is_file(shard.path):
-            raise InvalidInput(f"{what}: missing (dataset_info.json lists {shard.episodes} episodes in it)")
         fps = self.fps
         count = 0
         for r, data in enumerate(self._records(shard, what)):
@@ -166,11 +169,18 @@ class RldsDataset:
             raise InvalidInput(f"{what}: {count} records, dataset_info.json lists {shard.episodes} (truncated?)")
 
     def _records(self, shard: Shard, what: str) -> Iterator[bytes]:
+        missing = f"{what}: missing (dataset_info.json lists {shard.episodes} episodes in it)"
         if self.format == "array_record":
+            if not self.files.is_file(shard.path):
+                raise InvalidInput(missing)
             yield from array_records(self.files, shard.path, what, shard.episodes)
             return
-        with self.files.reader(shard.path) as f:
-            yield from records(f, self.files.size(shard.path), what)
+        try:
+            f = self.files.reader(shard.path)
+        except (FileNotFoundError, IsADirectoryError):
+            raise InvalidInput(missing) from None
+        with f:
+            yield from records(f, reader_size(f), what)
 
     def episode(self, example: dict[str, Any], fps: float, what: str,
                 where: dict[str, Any]) -> tuple[list[Stream], dict[str, Any]]:
@@ -330,12 +340,15 @@ def _texts_into(meta: dict[str, Any], texts: dict[str, list[str]], task_key: str
         meta["texts"] = distinct
 
 
-def _json(files: SourceFiles, path: PurePath) -> dict[str, Any]:
+def _read(files: SourceFiles, path: PurePath) -> str:
     try:
-        text = files.read_text(path)
+        return files.read_text(path)
     except FileNotFoundError:
         raise InvalidInput(f"{files.url}: no {path.name}; an RLDS dataset folder (<name>/<version>/) has "
                            "dataset_info.json and features.json") from None
+
+
+def _json(text: str, path: PurePath) -> dict[str, Any]:
     doc = source_json(text, str(path))
     if not isinstance(doc, dict):
         raise InvalidInput(f"{path}: not a JSON object, as TFDS writes it")
@@ -346,7 +359,7 @@ def iter_rlds(root: str | os.PathLike[str], options: Mapping[str, Any]) -> Itera
     """The episodes of a dataset (its ``splits``, or every split), or of one ``shard``
     (``(split, index)``: an ingest's task)."""
     ds = RldsDataset(root, options.get("mapping"), options.get("storage_options"), options.get("fps"),
-                     options.get("task_key"))
+                     options.get("task_key"), options.get("docs"))
     shards = ds.shards(options.get("splits"))
     if options.get("shard") is not None:
         split, index = options["shard"]

@@ -63,10 +63,11 @@ class SourceFiles:
             except (IsADirectoryError, PermissionError, UnicodeDecodeError) as e:
                 raise InvalidInput(f"{self.url}: cannot read {path} ({type(e).__name__})") from None
         try:
-            if int(self.fs.size(str(path))) > MAX_TEXT_BYTES:
+            data = self.fs.cat_file(str(path), start=0, end=MAX_TEXT_BYTES + 1)  # one ranged GET, no HEAD
+            if len(data) > MAX_TEXT_BYTES:
                 raise InvalidInput(f"{self.url}: {path.name} is larger than the {format_size(MAX_TEXT_BYTES)} a "
                                    "schema or index may be")
-            return str(self.fs.cat_file(str(path)).decode())
+            return str(data.decode())
         except (FileNotFoundError, InvalidInput):
             raise
         except UnicodeDecodeError:
@@ -107,7 +108,14 @@ class SourceFiles:
 
     def reader(self, path: PurePath) -> IO[bytes]:
         """A file opened to be read through from start to end: locally, or at its URL in large
-        blocks (a TFRecord shard is read sequentially, record after record)."""
+        blocks (a TFRecord shard is read sequentially, record after record). Its size is
+        ``reader_size``; FileNotFoundError where there is no such file (one request, remote)."""
         if self.fs is None:
             return open(path, "rb")
         return self.fs.open(str(path), "rb", block_size=8 << 20)  # type: ignore[no-any-return]
+
+
+def reader_size(f: IO[bytes]) -> int:
+    """The size of a file ``SourceFiles.reader`` opened (known from opening it: no request)."""
+    size = getattr(f, "size", None)
+    return int(size) if size is not None else os.fstat(f.fileno()).st_size
