@@ -136,7 +136,9 @@ class RldsDataset:
             raise InvalidInput(f"{self.root}/dataset_info.json: no splits")
         return out
 
-    def shards(self, splits: list[str] | None = None) -> list[Shard]:
+    def shards(self, splits: list[str] | None = None, only: tuple[str, int] | None = None) -> list[Shard]:
+        """The shards of ``splits`` (default all), or the one ``only`` names (``(split, index)``:
+        an ingest's task, which need not make the others)."""
         known = self.splits()
         for s in splits or []:
             if s not in known:
@@ -145,8 +147,10 @@ class RldsDataset:
         for split, lengths in known.items():
             if splits and split not in splits:
                 continue
-            numbers = episode_numbers(lengths, self.sequential)
+            numbers = episode_numbers(tuple(lengths), self.sequential)
             for i, n in enumerate(lengths):
+                if only is not None and (split, i) != tuple(only):
+                    continue
                 name = f"{self.name}-{split}.{self.format}-{i:05d}-of-{len(lengths):05d}"
                 out.append(Shard(split, i, self.files.inside(self.root / name, f"shard {name}"),
                                  tuple(numbers[i].tolist()), n))
@@ -360,11 +364,7 @@ def iter_rlds(root: str | os.PathLike[str], options: Mapping[str, Any]) -> Itera
     (``(split, index)``: an ingest's task)."""
     ds = RldsDataset(root, options.get("mapping"), options.get("storage_options"), options.get("fps"),
                      options.get("task_key"), options.get("docs"))
-    shards = ds.shards(options.get("splits"))
-    if options.get("shard") is not None:
-        split, index = options["shard"]
-        shards = [s for s in shards if (s.split, s.index) == (split, index)]
-    for shard in shards:
+    for shard in ds.shards(options.get("splits"), options.get("shard")):
         yield from ds.episodes(shard)
 
 

@@ -13,6 +13,7 @@ TFDS as a data source, whose index runs shard after shard: cycle 1 as well.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator, Sequence
 
 import numpy as np
@@ -49,7 +50,8 @@ def runs(lengths: Sequence[int], cycle: int = CYCLE, block: int = BLOCK) -> Iter
             i = (i + 1) % len(slots)
 
 
-def episode_numbers(lengths: Sequence[int], sequential: bool = False) -> list[np.ndarray]:
+@functools.lru_cache(maxsize=4)  # a process's tasks ask for their split's numbers again and again
+def episode_numbers(lengths: tuple[int, ...], sequential: bool = False) -> list[np.ndarray]:
     """Per shard, each record's place in the split as TFDS reads it (``sequential``: shard after
     shard, as for ``disableShuffling`` or ``array_record`` shards)."""
     out = [np.empty(n, np.int64) for n in lengths]

@@ -103,10 +103,10 @@ def test_the_interleave_is_tfds_own_over_more_shards_than_its_cycle(tmp_path):
 def test_the_interleave_rule_on_shards_of_any_length():
     # a shard of exactly a block, an empty one, short ones: every record once, blocks of 16 at most
     lengths = [16, 0, 40, 3, 17, 1, 33] + [5] * 14
-    numbers = episode_numbers(lengths)
+    numbers = episode_numbers(tuple(lengths))
     assert sorted(np.concatenate(numbers).tolist()) == list(range(sum(lengths)))
     assert all(count <= 16 for _, _, count in runs(lengths))
-    assert [n.tolist() for n in episode_numbers(lengths, sequential=True)] == \
+    assert [n.tolist() for n in episode_numbers(tuple(lengths), sequential=True)] == \
         [list(range(sum(lengths[:i]), sum(lengths[:i + 1]))) for i in range(len(lengths))]
 
 
