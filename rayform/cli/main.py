@@ -69,6 +69,7 @@ def _command(sub: Any, common: argparse.ArgumentParser, name: str, **kw: Any) ->
 def _parser() -> argparse.ArgumentParser:
     from rayform.cli import cache_commands as cc
     from rayform.cli import commands as c
+    from rayform.cli import doctor_command as dc
     from rayform.cli import segment_commands as sc
     from rayform.codec.video_encoder import CRF
 
@@ -110,6 +111,7 @@ def _parser() -> argparse.ArgumentParser:
     ls = _command(seg, common, "ls", help="list segments (latest versions), site by site in the order recorded")
     ls.add_argument("--site", help="only this site's segments")
     ls.add_argument("--where", metavar="QUERY", help="only those a query selects, e.g. \"task ~ 'pick' and duration > 10\"")
+    ls.add_argument("--flagged", action="store_true", help="only those a health signal flags (rayform doctor says why)")
     ls.add_argument("--limit", type=_whole(0), metavar="N", help="only the first N")
     ls.add_argument("--json", action="store_true", help="one JSON list, for scripts")
     ls.set_defaults(run=sc.segments_ls)
@@ -240,6 +242,13 @@ def _parser() -> argparse.ArgumentParser:
     pv.add_argument("--no-video", action="store_true", help="no MP4s (the slowest part)")
     pv.add_argument("--rerun", metavar="FILE", help="also write a Rerun recording (.rrd) of those segments")
     pv.set_defaults(run=c.preview)
+
+    dr = _command(sub, common, "doctor", help="the episodes a health signal flags (frozen camera, spike, constant "
+                  "stream, dropped frames, odd length, …); exit 1 when any is")
+    dr.add_argument("slice", nargs="?", help="a slice's id or name (default: every segment, or --site's)")
+    dr.add_argument("--site", help="only this site's segments")
+    dr.add_argument("--json", action="store_true", help="one JSON object, for scripts")
+    dr.set_defaults(run=dc.run)
 
     vw = _command(sub, common, "view", help="browse the store in a web browser: sites, segments, episodes, packs")
     vw.add_argument("--port", type=_whole(0, 65535), default=0, help="the port to listen on (default 0: a free one, printed)")

@@ -20,7 +20,8 @@ def segments_ls(args: argparse.Namespace) -> int:
     client = store_client(args)
     if args.limit is not None and args.limit < 0:
         raise InvalidInput(f"--limit {args.limit}: a number of segments, 0 or more")
-    rows = listing(client, args.site, args.where)
+    where = args.where if not args.flagged else "flagged" if args.where is None else f"flagged and ({args.where})"
+    rows = listing(client, args.site, where)
     if client.store.offline and not args.json:
         print(f"offline: the segments the cache {client.store.cache_root} holds of {client.store.display}")
     shown = 0
@@ -31,17 +32,19 @@ def segments_ls(args: argparse.Namespace) -> int:
             break
         if args.json:
             print(("," if shown else "") + json.dumps({k: row[k] for k in ("id", "version", "site", "name", "task",
-                                                                          "duration_s")}))
+                                                                          "duration_s", "flags")}))
         else:
             if not shown:
                 print(f"{'segment':16}  {'version':12}  {'site':12}  {'seconds':>8}  name", flush=True)
-            print(f"{row['id']:16}  {row['version'][:12]}  {row['site']:12}  {_seconds(row['duration_s'])}  {row['name']}")
+            flags = f"  [{', '.join(row['flags'])}]" if row.get("flags") else ""
+            print(f"{row['id']:16}  {row['version'][:12]}  {row['site']:12}  {_seconds(row['duration_s'])}  {row['name']}"
+                  f"{flags}")
         shown += 1
     if args.json:
         print("]")
     elif not shown:
         print("no segments" + (f" at site {args.site!r}" if args.site else "")
-              + (f" where {args.where}" if args.where else "") + f" in {client.store.display}")
+              + (f" where {where}" if where else "") + f" in {client.store.display}")
     return 0
 
 
@@ -55,7 +58,7 @@ def listing(client: Client, site: str | None, where: str | None) -> Iterator[dic
     from rayform.recordings import query
     from rayform.recordings.segment_writer import check_site
 
-    shown = ["id", "version", "site", "name", "task", "duration_s"]
+    shown = ["id", "version", "site", "name", "task", "duration_s", "flags"]
     columns = [*query.COLUMNS_READ] if where is not None else [*shown, "recorded"]
     if where is not None:
         query.parse(where)

@@ -49,7 +49,8 @@ PREFIX = "refs/catalog"
 # a part's key; a compaction's: its newest part's (without its own c…), then c<4 hex>
 _KEY = re.compile(r"(\d{8}T\d{6}\d{6}Z)-([0-9a-f]{8})(?:c[0-9a-f]{4})?")
 COLUMNS = ("site", "id", "name", "version", "bundle", "recorded", "start_ns", "end_ns", "duration_s", "task", "meta",
-           "streams", "stream_names")
+           "streams", "stream_names", "health", "flags")
+OPTIONAL = ("health", "flags")  # parts written before health signals lack them: read as null (not measured)
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,7 @@ class CatalogRow:
     task: str = ""
     meta: Mapping[str, Any] = field(default_factory=dict)
     streams: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    health: Mapping[str, Any] | None = None  # recordings.health.summary; None: not measured
 
 
 class PartRef(NamedTuple):
@@ -123,6 +125,10 @@ def table_of(rows: Sequence[CatalogRow]) -> Any:
         "streams": pa.array([json.dumps(dict(r.streams), sort_keys=True, separators=(",", ":")) for r in rows],
                             pa.string()),
         "stream_names": pa.array([sorted(r.streams) for r in rows], pa.list_(pa.string())),
+        "health": pa.array([None if r.health is None else json.dumps(
+            {"signals": r.health["signals"], "findings": r.health["findings"]}, sort_keys=True, separators=(",", ":"))
+            for r in rows], pa.string()),
+        "flags": pa.array([None if r.health is None else list(r.health["flags"]) for r in rows], pa.list_(pa.string())),
     })
 
 
@@ -162,7 +168,12 @@ def decode(data: bytes, what: str, columns: Sequence[str] | None = None) -> Any:
         if needed not in wanted:
             wanted.append(needed)
     try:  # sites and bundles repeat: read as dictionaries, their names checked once each
-        check_declared(pq.ParquetFile(pa.BufferReader(data)).metadata, len(data), wanted, what)
+        parquet = pq.ParquetFile(pa.BufferReader(data))
+        metadata = parquet.metadata
+        present = set(parquet.schema_arrow.names)
+        absent = [c for c in wanted if c in OPTIONAL and c not in present]
+        wanted = [c for c in wanted if c not in absent]
+        check_declared(metadata, len(data), wanted, what)
         # free text read as dictionaries too: what they would take decoded is known before decoding
         table = pq.read_table(pa.BufferReader(data), columns=wanted,
                               read_dictionary=[c for c in wanted if c in _CODED or c in _FREE_TEXT])
@@ -184,11 +195,13 @@ def decode(data: bytes, what: str, columns: Sequence[str] | None = None) -> Any:
         elif not kind.equals(TYPES[name]):
             raise Malformed(f"{what}: column {name} is {kind}, not {TYPES[name]}")
     _check_names(table, what)
+    for name in absent:  # a part from before health signals: not measured
+        table = table.append_column(name, pa.nulls(table.num_rows, TYPES[name]))
     return table
 
 
 _CODED = {"site": (names.SITE, False), "bundle": (names.DIGEST, True)}  # pattern, whether null is allowed
-_FREE_TEXT = ("name", "task", "meta", "streams")  # text that may repeat: its decoded size is bounded
+_FREE_TEXT = ("name", "task", "meta", "streams", "health")  # text that may repeat: its decoded size is bounded
 
 
 def _checked_codes(column: Any, name: str, what: str) -> Any:
@@ -350,12 +363,13 @@ class CatalogParts:
 
 
 def catalog_row(segment_id: str, name: str, site: str, version: str, bundle: str | None, recorded: int,
-                meta: Mapping[str, Any], streams: Mapping[str, tuple[Any, np.ndarray]]) -> CatalogRow:
+                meta: Mapping[str, Any], streams: Mapping[str, tuple[Any, np.ndarray]],
+                health: Mapping[str, Any] | None = None) -> CatalogRow:
     """A version's row, from its streams (name -> (stream entry, timestamps)): its time span,
-    its task, each stream's summary."""
+    its task, each stream's summary, its health (``recordings.health.summary``) if measured."""
     return CatalogRow(segment_id, name, site, version, bundle, recorded, min(int(ts[0]) for _, ts in streams.values()),
                       max(int(ts[-1]) for _, ts in streams.values()), task_of(meta), meta,
-                      {n: stream_summary(info, ts) for n, (info, ts) in streams.items()})
+                      {n: stream_summary(info, ts) for n, (info, ts) in streams.items()}, health)
 
 
 def stream_summary(info: Any, timestamps: np.ndarray) -> dict[str, Any]:
@@ -374,7 +388,7 @@ def _types() -> dict[str, Any]:
     text, whole = pa.string(), pa.int64()
     return {"site": text, "id": text, "name": text, "version": text, "bundle": text, "recorded": whole,
             "start_ns": whole, "end_ns": whole, "duration_s": pa.float64(), "task": text, "meta": text,
-            "streams": text, "stream_names": pa.list_(text)}
+            "streams": text, "stream_names": pa.list_(text), "health": text, "flags": pa.list_(text)}
 
 
 class _LazyTypes(dict[str, Any]):

@@ -10,12 +10,17 @@ The language::
     compare  value [("==" | "!=" | "<" | "<=" | ">" | ">=" | "~" | "in") value]
     value    number | 'string' | "string" | true | false | null | field | "(" expr ")"
     field    duration | start | end | task | site | name | id | version | recorded | streams
-             | meta.KEY[.KEY…] | has('STREAM')
+             | flags | flagged | meta.KEY[.KEY…] | health.SIGNAL | has('STREAM')
 
 - ``duration`` is in seconds, ``start`` and ``end`` the segment's first and last timestamp
   in seconds (``start_ns``/``end_ns`` in ns), ``recorded`` when it was stored (ns);
 - ``~`` is a regular-expression search (``task ~ '(?i)pick'``), ``in`` tests membership in
   a list (``'cam0/rgb' in streams``), ``has('cam0/rgb')`` that a stream is present;
+- ``flags`` lists the health signals that crossed their thresholds at ingest
+  (``'spike' in flags``), ``flagged`` is whether any did (``not flagged``), ``health.SIGNAL``
+  each signal's value (``health.frozen > 1``: seconds; ``recordings.health``); a segment
+  ingested before signals were measured has none, and is not flagged (``rayform doctor``
+  measures it);
 - a field alone is a test of truth (``meta.success``); a missing value (a key a segment's
   metadata lacks) compares false to anything, and is false.
 
@@ -38,9 +43,9 @@ from rayform.errors import InvalidInput
 
 FIELDS = {"duration": "duration_s", "start": "start_ns", "end": "end_ns", "start_ns": "start_ns", "end_ns": "end_ns",
           "task": "task", "site": "site", "name": "name", "id": "id", "version": "version", "recorded": "recorded",
-          "streams": "stream_names"}
+          "streams": "stream_names", "flags": "flags", "flagged": "flags"}
 COLUMNS_READ = ("duration_s", "start_ns", "end_ns", "task", "site", "name", "id", "version", "recorded", "meta",
-                "stream_names")
+                "stream_names", "health", "flags")
 _TOKEN = re.compile(r"""\s*(?:(?P<num>-?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)|(?P<str>'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")|"""
                     r"""(?P<op>==|!=|<=|>=|<|>|~|\(|\)|,)|(?P<word>[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_\-]+)*))""")
 _KEYWORDS = {"and", "or", "not", "in", "true", "false", "null", "has"}
@@ -158,11 +163,12 @@ class _Parser:
             if value in _KEYWORDS:
                 self.at -= 1
                 self.fail(f"expected a value, not {value!r}")
-            if value.startswith("meta."):
+            if value.startswith(("meta.", "health.")):
                 return _Node("field", (value,))
             if value not in FIELDS:
                 self.at -= 1
-                self.fail(f"unknown field {value!r} (fields: {', '.join(sorted(FIELDS))}, meta.KEY, has('stream'))")
+                self.fail(f"unknown field {value!r} (fields: {', '.join(sorted(FIELDS))}, meta.KEY, health.SIGNAL, "
+                          "has('stream'))")
             return _Node("field", (value,))
         self.at -= 1
         self.fail("expected a value" if kind != "end" else "the query ends where a value was expected")
@@ -176,7 +182,7 @@ class Columns:
         self.table = table
         self.rows = table.num_rows
         self._made: dict[str, np.ndarray] = {}
-        self._meta: list[Any] | None = None
+        self._json: dict[str, list[Any]] = {}  # a JSON column, parsed once
 
     def get(self, name: str) -> np.ndarray:
         found = self._made.get(name)
@@ -185,16 +191,19 @@ class Columns:
         return found
 
     def _make(self, name: str) -> np.ndarray:
-        if name.startswith("meta."):
-            if self._meta is None:
-                self._meta = [json.loads(m) if m else {} for m in self.table.column("meta").to_pylist()]
-            keys = name.split(".")[1:]
+        if name.startswith(("meta.", "health.")):
+            top, *keys = name.split(".")
+            if top not in self._json:
+                docs = [json.loads(m) if m else {} for m in self.table.column(top).to_pylist()]
+                self._json[top] = [d.get("signals", {}) for d in docs] if top == "health" else docs
             out = np.empty(self.rows, object)
-            for i, meta in enumerate(self._meta):
+            for i, doc in enumerate(self._json[top]):
                 for key in keys:
-                    meta = meta.get(key) if isinstance(meta, dict) else None
-                out[i] = meta
+                    doc = doc.get(key) if isinstance(doc, dict) else None
+                out[i] = doc
             return out
+        if name == "flagged":
+            return np.array([bool(f) for f in self.table.column("flags").to_pylist()], bool)
         column = FIELDS[name]
         values = self.table.column(column).to_pylist()
         if name in ("start", "end"):

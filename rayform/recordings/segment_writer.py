@@ -23,6 +23,7 @@ from rayform.codec.clip import CODECS as VIDEO_CODECS
 from rayform.codec.clip import MAX_SIDE
 from rayform.errors import InvalidInput
 from rayform.frames import FRAMES
+from rayform.recordings import health
 from rayform.recordings.catalog_parts import CatalogRow, catalog_row
 from rayform.recordings.streams import (
     ArrayStream,
@@ -98,6 +99,7 @@ class SegmentWriter:
         sid = segment_id(site, name)
         entries: dict[str, Any] = {}
         timed: dict[str, tuple[StreamInfo, np.ndarray]] = {}
+        findings: list[health.Finding] = []
         for stream in streams:
             check_stream_name(stream.name)
             if stream.name in entries:
@@ -108,6 +110,7 @@ class SegmentWriter:
                 raise type(e)(f"segment {site}/{name}: {e}") from None
             entries[stream.name] = info.to_manifest()
             timed[stream.name] = (info, ts)
+            findings += _health(stream, ts)
         meta = dict(meta or {})
         manifest = {
             "format": SEGMENT_FORMAT,
@@ -118,7 +121,7 @@ class SegmentWriter:
             "streams": entries,
         }
         version = self.sink.put_json_blob(manifest)
-        row = catalog_row(sid, name, site, version, None, time.time_ns(), meta, timed)
+        row = catalog_row(sid, name, site, version, None, time.time_ns(), meta, timed, health.summary(findings))
         ref = SegmentRef(sid, version, site, name, row)
         self._pending.append(ref)
         if self.sink.full:
@@ -272,6 +275,20 @@ def check_finite(name: str, values: np.ndarray, t_ns: np.ndarray) -> None:
             f"{int((~finite).sum())} of {len(values)} rows are not. Fix the source, or keep them with "
             "allow_nonfinite=True (rayform ingest --allow-nonfinite): statistics then leave them out"
         )
+
+
+def _health(stream: Stream, ts: np.ndarray) -> list[health.Finding]:
+    """A stream's health signals (``recordings.health``), from what is in hand while it is stored."""
+    found = health.timing(stream.name, ts)
+    if isinstance(stream, ImageStream):
+        found += health.frames(stream.name, ts, stream.frames)
+    elif isinstance(stream, VideoStream):
+        found += health.video(stream.name, ts, np.asarray(stream.packet_times, np.int64),
+                              np.array([len(p) for p in stream.packets], np.int64), np.asarray(stream.keyframes, bool))
+    else:
+        found += health.arrays(stream.name, ts, np.asarray(stream.values), "pose" if isinstance(stream, PoseStream)
+                               else "array")
+    return found
 
 
 def _check_frame_sizes(name: str, frames: Sequence[bytes], encoding: str, size: tuple[int, ...]) -> None:

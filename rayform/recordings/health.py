@@ -1,0 +1,207 @@
+"""An episode's health, measured once at ingest from the bytes and values in hand: what tells a
+frozen camera, a joint spike, a stuck stream or dropped frames from a good episode.
+
+Each signal is a number with the time range where it is worst (``Finding``); it becomes a flag
+where it crosses its threshold (``THRESHOLDS``, why each is where it is in docs/design.md):
+
+- ``frozen``: a camera's longest run of identical consecutive frames, in seconds (encoded
+  frames compared byte for byte, raw ones by value; a recorded video by its packets: inter
+  frames of a few bytes, that say "as before", in a run);
+- ``blank``: black or blank frames, counted: a frame encoded far smaller than its stream's
+  median (a quarter and six deviations under it: a featureless image compresses to its headers)
+  is decoded, and is blank if its pixels hardly vary;
+  a raw frame by its pixels;
+- ``dropped``: the fraction of a stream's frames missing from gaps wider than twice its median
+  period (a USB camera loses one now and then: a twentieth is a fault);
+- ``gap``: the longest such gap, in seconds;
+- ``duplicate_time``: consecutive equal timestamps, counted;
+- ``constant``: elements of an array stream that never change over the episode, counted
+  (every stream of a healthy robot moves at least a little, or is a flag or a setting);
+- ``spike``: the largest robust z of an array value against its neighbours (the residual of a
+  15-sample running median, over 1.4826 × its median absolute deviation): 5 samples of 1e6 among
+  joints in radians are millions, a real fast motion tens at most;
+- ``pose_jump``: the same robust z of a pose stream's step lengths.
+
+Episode-level signals that need the population (duration outliers within a site and task, a
+stream the site usually has and the episode lacks) are ``rayform doctor``'s, from the catalog.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from rayform.codec import imagecodec
+from rayform.errors import RayformError
+
+# flag where the signal reaches the threshold
+THRESHOLDS = {"frozen": 1.0, "blank": 1, "dropped": 0.05, "gap": 0.5, "duplicate_time": 1, "constant": 1,
+              "spike": 50.0, "pose_jump": 50.0}
+KINDS = tuple(THRESHOLDS)
+_WINDOW = 15  # running median of spikes: a spike of up to 7 samples stays out of its own median
+_SMALL = 0.25  # an encoded frame this fraction (and 6 deviations) under its stream's median size is looked at
+_FLAT = 2.0  # ... and is blank if its pixels vary less than this (std, 8-bit levels)
+# an inter packet this small repeats its reference picture (x264's: 9-13 bytes; a still scene's noise takes 40+)
+_TINY_PACKET = 24
+_MAD = 1.4826  # MAD to a normal's standard deviation
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One signal of one stream: its value and the time range where it is worst."""
+
+    kind: str
+    stream: str
+    value: float
+    start_ns: int
+    end_ns: int
+
+    @property
+    def flagged(self) -> bool:
+        return self.value >= THRESHOLDS[self.kind]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "stream": self.stream, "value": round(float(self.value), 6),
+                "start_ns": int(self.start_ns), "end_ns": int(self.end_ns)}
+
+
+def timing(name: str, ts: np.ndarray) -> list[Finding]:
+    """Gaps wider than twice the median period, and repeated timestamps."""
+    out: list[Finding] = []
+    if len(ts) < 3:
+        return out
+    d = np.diff(ts)
+    period = float(np.median(d))
+    if period > 0:
+        wide = d > 2 * period
+        if wide.any():
+            missing = float((np.rint(d[wide] / period) - 1).sum())
+            worst = int(np.flatnonzero(wide)[int(np.argmax(d[wide]))])
+            out.append(Finding("dropped", name, missing / (len(ts) + missing), int(ts[worst]), int(ts[worst + 1])))
+            out.append(Finding("gap", name, float(d[worst]) / 1e9, int(ts[worst]), int(ts[worst + 1])))
+    same = np.flatnonzero(d == 0)
+    if len(same):
+        out.append(Finding("duplicate_time", name, float(len(same)), int(ts[same[0]]), int(ts[same[-1] + 1])))
+    return out
+
+
+def frames(name: str, ts: np.ndarray, encoded: Sequence[bytes | memoryview] | np.ndarray) -> list[Finding]:
+    """A camera's frozen stretches and blank frames (encoded frames as bytes, or raw ones)."""
+    if isinstance(encoded, np.ndarray):
+        flat = encoded.reshape(len(encoded), -1)
+        same = np.all(flat[1:] == flat[:-1], axis=1) if len(flat) > 1 else np.zeros(0, bool)
+        blank = flat.std(axis=1) < 1.0 if flat.dtype.kind in "ui" else np.zeros(len(flat), bool)
+    else:
+        same = np.array([bytes(encoded[i]) == bytes(encoded[i - 1]) for i in range(1, len(encoded))], bool)
+        sizes = np.array([len(f) for f in encoded], np.int64)
+        blank = np.zeros(len(encoded), bool)
+        median = float(np.median(sizes))
+        small = median - max(6 * _MAD * float(np.median(np.abs(sizes - median))), _SMALL * median)
+        for i in np.flatnonzero(sizes < small):  # only a frame far smaller than its stream's is decoded
+            blank[i] = _featureless(encoded[int(i)])
+    out = [*_frozen(name, ts, same)]
+    if blank.any():
+        at = np.flatnonzero(blank)
+        out.append(Finding("blank", name, float(len(at)), int(ts[at[0]]), int(ts[at[-1]])))
+    return out
+
+
+def _featureless(data: bytes | memoryview) -> bool:
+    try:
+        image = imagecodec.decode(data, imagecodec.sniff(bytes(data[:8])))
+    except RayformError:  # a frame that does not decode is not "blank": the reader says what it is
+        return False
+    return float(image.std()) < _FLAT
+
+
+def video(name: str, ts: np.ndarray, packet_times: np.ndarray, sizes: np.ndarray, keyframes: np.ndarray) -> list[Finding]:
+    """A recorded video's frozen stretches, from its packets alone (nothing decoded): an inter
+    packet of a few bytes repeats its reference picture."""
+    order = np.argsort(packet_times, kind="stable")
+    shown = np.isin(packet_times[order], ts)
+    keys = keyframes[order][shown]
+    tiny = (sizes[order][shown] <= _TINY_PACKET) & ~keys
+    if len(tiny) != len(ts):
+        return []
+    # a keyframe between tiny inter frames is the same picture coded again: the run goes on
+    inside = keys & np.concatenate([[False], tiny[:-1]]) & np.concatenate([tiny[1:], [False]])
+    return list(_frozen(name, ts, (tiny | inside)[1:]))
+
+
+def _frozen(name: str, ts: np.ndarray, same: np.ndarray) -> list[Finding]:
+    """The longest run of frames each the same as the one before (``same[i]``: frame i+1 is frame i)."""
+    if not same.any():
+        return []
+    edges = np.diff(np.concatenate([[0], same.astype(np.int8), [0]]))
+    starts, ends = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)  # runs same[s:e]: frames s .. e
+    spans = ts[ends] - ts[starts]
+    k = int(np.argmax(spans))
+    return [Finding("frozen", name, float(spans[k]) / 1e9, int(ts[starts[k]]), int(ts[ends[k]]))]
+
+
+def arrays(name: str, ts: np.ndarray, values: np.ndarray, kind: str = "array") -> list[Finding]:
+    """An array stream's constant elements and its worst spike; a pose stream's worst jump."""
+    if values.dtype.kind == "b" or len(values) < 2:
+        return []
+    flat = values.reshape(len(values), -1).astype(np.float64)
+    out = []
+    if kind == "pose":
+        steps = np.linalg.norm(np.diff(flat[:, :3], axis=0), axis=1)
+        z, i = _robust_peak(steps)
+        if z > 0:
+            out.append(Finding("pose_jump", name, z, int(ts[i]), int(ts[i + 1])))
+        return out
+    finite = np.isfinite(flat)
+    with np.errstate(invalid="ignore"):
+        lo = np.where(finite, flat, np.inf).min(axis=0)
+        hi = np.where(finite, flat, -np.inf).max(axis=0)
+    constant = int(np.sum(hi - lo <= 0)) if len(values) >= 10 else 0  # a handful of steps proves nothing
+    if constant:
+        out.append(Finding("constant", name, float(constant), int(ts[0]), int(ts[-1])))
+    if len(flat) >= _WINDOW and values.dtype.kind == "f":
+        worst = (0.0, 0)
+        for e in range(flat.shape[1]):
+            column = flat[:, e]
+            if finite[:, e].all() and hi[e] > lo[e]:
+                smooth = _running_median(column)
+                # a noise-free recording's residuals have no scale: a fiftieth of its smooth range is the floor
+                z, i = _robust_peak(column - smooth, 0.02 * float(smooth.max() - smooth.min()))
+                worst = max(worst, (z, i))
+        if worst[0] > 0:
+            out.append(Finding("spike", name, worst[0], int(ts[worst[1]]), int(ts[worst[1]])))
+    return out
+
+
+def _running_median(x: np.ndarray) -> np.ndarray:
+    pad = _WINDOW // 2
+    padded = np.concatenate([np.full(pad, x[0]), x, np.full(pad, x[-1])])
+    median: np.ndarray = np.median(np.lib.stride_tricks.sliding_window_view(padded, _WINDOW), axis=1)
+    return median
+
+
+def _robust_peak(r: np.ndarray, floor: float = 0.0) -> tuple[float, int]:
+    """The largest |r| over its robust scale (at least ``floor``), and where. A scale of 0 (most
+    values equal) takes the mean absolute deviation instead, so one outlier among equal values
+    is still finite."""
+    dev = np.abs(r - np.median(r))
+    scale = max(_MAD * float(np.median(dev)), floor)
+    if scale <= 0:
+        scale = float(np.mean(dev))
+    if scale <= 0:
+        return 0.0, 0
+    i = int(np.argmax(dev))
+    return float(dev[i] / scale), i
+
+
+def summary(findings: Sequence[Finding]) -> dict[str, Any]:
+    """What a catalog row keeps: per kind the worst value (``signals``), the kinds flagged, and
+    the flagged findings with their time ranges."""
+    signals: dict[str, float] = {}
+    for f in findings:
+        signals[f.kind] = max(signals.get(f.kind, 0.0), round(float(f.value), 6))
+    flagged = [f for f in findings if f.flagged]
+    return {"signals": signals, "flags": sorted({f.kind for f in flagged}),
+            "findings": [f.as_dict() for f in flagged]}

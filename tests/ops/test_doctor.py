@@ -1,0 +1,183 @@
+"""Episode health: a store of demo episodes with planted defects of every kind; `rayform doctor`
+flags each planted one, naming the kind and the time, and none of the clean ones; the flags are
+queried with --where and excluded from slices; the LeRobot example's constant streams are found."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import rayform
+from rayform.codec import imagecodec
+from rayform.converters.demo import DemoConfig, demo_episode
+from rayform.recordings.streams import ImageStream
+
+CLEAN = 60
+CONFIG = DemoConfig(episodes=CLEAN, seconds=3.0, seed=3, image_size=32)
+
+
+def _plant(kind: str, streams: list) -> tuple[list, float]:
+    """The streams with a defect of ``kind``; and the time (s from the stream's start) it is at."""
+    by = {s.name: s for s in streams}
+    cam, joints, pose = by["cam0/rgb"], by["joints/position"], by["ee/pose"]
+    t_cam = np.asarray(cam.timestamps)
+    if kind == "frozen":
+        frames = list(cam.frames)
+        frames[20:70] = [frames[20]] * 50
+        new = dataclasses.replace(cam, frames=frames)
+        at = (t_cam[20] - t_cam[0]) / 1e9
+    elif kind == "blank":
+        frames = list(cam.frames)
+        black = imagecodec.encode_jpeg(np.zeros((32, 32, 3), np.uint8), 90)
+        frames[40:43] = [black] * 3
+        new = dataclasses.replace(cam, frames=frames)
+        at = (t_cam[40] - t_cam[0]) / 1e9
+    elif kind in ("dropped", "gap"):
+        keep = np.ones(len(t_cam), bool)
+        keep[30:60] = False  # a second of frames gone
+        new = dataclasses.replace(cam, timestamps=t_cam[keep], frames=[f for f, k in zip(cam.frames, keep) if k])
+        at = (t_cam[29] - t_cam[0]) / 1e9
+    elif kind == "duplicate_time":
+        t = np.asarray(joints.timestamps).copy()
+        t[101] = t[100]
+        new = dataclasses.replace(joints, timestamps=t)
+        at = (t[100] - t[0]) / 1e9
+    elif kind == "constant":
+        values = np.asarray(joints.values).copy()
+        values[:, 3] = values[0, 3]
+        new = dataclasses.replace(joints, values=values)
+        at = 0.0
+    elif kind == "spike":
+        values = np.asarray(joints.values).copy()
+        values[150:155, 2] = 1e6
+        new = dataclasses.replace(joints, values=values)
+        at = (joints.timestamps[150] - joints.timestamps[0]) / 1e9
+    elif kind == "pose_jump":
+        values = np.asarray(pose.values).copy()
+        values[120:, :3] += 5.0
+        new = dataclasses.replace(pose, values=values)
+        at = (pose.timestamps[119] - pose.timestamps[0]) / 1e9
+    elif kind == "missing_stream":
+        return [s for s in streams if s.name != "wrist/rgb"], 0.0
+    elif kind == "duration":
+        cut = lambda s: dataclasses.replace(s, timestamps=np.asarray(s.timestamps)[:len(s.timestamps) // 6],
+                                            **{("frames" if isinstance(s, ImageStream) else "values"):
+                                               (s.frames if isinstance(s, ImageStream) else s.values)[
+                                                   :len(s.timestamps) // 6]})
+        return [cut(s) for s in streams], 0.0
+    else:
+        raise AssertionError(kind)
+    return [new if s.name == new.name else s for s in streams], at
+
+
+KINDS = ["frozen", "blank", "dropped", "gap", "duplicate_time", "constant", "spike", "pose_jump", "missing_stream",
+         "duration"]
+
+
+@pytest.fixture(scope="module")
+def planted(tmp_path_factory):
+    client = rayform.Client(tmp_path_factory.mktemp("doctor") / "store")
+    batch, where = [], {}
+    for e in range(CLEAN):
+        name, streams, meta = demo_episode(CONFIG, e)
+        batch.append(("lab", name, streams, meta))
+    for k, kind in enumerate(KINDS):
+        name, streams, meta = demo_episode(CONFIG, CLEAN + k)
+        streams, at = _plant(kind, streams)
+        batch.append(("lab", f"planted_{kind}", streams, meta))
+        where[f"planted_{kind}"] = (kind, at)
+    client.segments.add_many(batch)
+    return client, where
+
+
+def _doctor(store, *args):
+    env = {**os.environ, "RAYFORM_STORE": str(store)}
+    return subprocess.run([sys.executable, "-m", "rayform.cli.main", "-q", "doctor", *args], capture_output=True,
+                          text=True, env=env, timeout=300)
+
+
+def test_doctor_flags_every_planted_episode_with_its_kind_and_time_and_no_clean_one(planted):
+    client, where = planted
+    r = _doctor(client.store.root, "--json")
+    assert r.returncode == 1, r.stderr
+    report = json.loads(r.stdout)
+    found = {f["name"]: f["findings"] for f in report["findings"]}
+    assert set(found) == set(where), sorted(set(found) ^ set(where))  # every planted one, no clean one
+    for name, (kind, at) in where.items():
+        mine = [f for f in found[name] if f["kind"] == kind]
+        assert mine, (name, found[name])
+        if kind not in ("constant", "missing_stream", "duration"):
+            seg = client.segments.get(next(s.id for s in client.segments.list() if s.name == name))
+            start = min(int(seg.timestamps(n)[0]) for n in seg.streams)
+            first = min(int(seg.timestamps(mine[0]["stream"])[0]), start)
+            assert abs((mine[0]["start_ns"] - int(seg.timestamps(mine[0]["stream"])[0])) / 1e9 - at) < 0.05, \
+                (name, mine[0], at, first)
+    text = _doctor(client.store.root)
+    assert text.returncode == 1 and f"{len(where)} flagged episodes of {CLEAN + len(where)}" in text.stdout
+    assert "spike joints/position at" in text.stdout and "frozen cam0/rgb" in text.stdout
+
+
+def test_flags_are_queried_and_kept_out_of_a_slice(planted):
+    client, where = planted
+    clean = client.slices.create(where="not flagged", name="clean")
+    names = {client.segments.get(s.id).name for s in clean.segments}
+    assert not names & {n for n, (k, _) in where.items() if k not in ("missing_stream", "duration")}
+    spiked = client.slices.create(where="'spike' in flags and health.spike > 1000", name="spiked")
+    assert [client.segments.get(s.id).name for s in spiked.segments] == ["planted_spike"]
+    frozen = client.slices.create(where="health.frozen > 1", name="frozen")
+    assert [client.segments.get(s.id).name for s in frozen.segments] == ["planted_frozen"]
+    env = {**os.environ, "RAYFORM_STORE": str(client.store.root)}
+    ls = subprocess.run([sys.executable, "-m", "rayform.cli.main", "-q", "segments", "ls", "--flagged", "--json"],
+                        capture_output=True, text=True, env=env, timeout=300)
+    listed = json.loads(ls.stdout)
+    assert all(row["flags"] for row in listed) and len(listed) == len(where) - 2  # the population's are doctor's
+
+
+def test_a_catalog_from_before_health_signals_is_measured_by_doctor(planted, tmp_path):
+    """Rows without signals (parts written before them): doctor reads and measures the segments."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from rayform.recordings.catalog_parts import COLUMNS, OPTIONAL, ref_key
+
+    client, where = planted
+    root = tmp_path / "old"
+    import shutil
+    shutil.copytree(client.store.root, root)
+    old = rayform.Client(root)
+    for part in old.segments.catalog.parts.live():  # each part rewritten without the health columns
+        table = pq.read_table(pa.BufferReader(old.store.get_blob(part.part, "part")))
+        data = pa.BufferOutputStream()
+        pq.write_table(table.select([c for c in COLUMNS if c not in OPTIONAL]), data)
+        digest = old.store.put_blob(data.getvalue().to_pybytes())
+        doc = json.loads(Path(root / ref_key(part.site, part.key)).read_text())
+        Path(root / ref_key(part.site, part.key)).write_text(json.dumps({**doc, "part": digest}))
+    from rayform.errors import InvalidInput
+
+    with pytest.raises(InvalidInput, match="selects none"):  # nothing measured: nothing flagged
+        old.slices.create(where="flagged", name="none_known")
+    r = _doctor(root, "--json")
+    report = json.loads(r.stdout)
+    assert r.returncode == 1 and report["measured_now"] == CLEAN + len(where)
+    assert {f["name"] for f in report["findings"]} == set(where)
+
+
+def test_the_lerobot_examples_constant_state_and_action_are_flagged(real_data, tmp_path):
+    source = real_data / "lerobot_v30_so101_ros2_example"
+    if not source.exists():
+        pytest.skip(f"{source} is absent (../shared/data/real)")
+    client = rayform.Client(tmp_path / "store")
+    client.ingest("lerobot", [source], "so101", workers=1, progress=False)
+    r = _doctor(tmp_path / "store", "--json")
+    report = json.loads(r.stdout)
+    assert r.returncode == 1 and report["flagged"] == 6
+    for episode in report["findings"]:
+        assert {(f["kind"], f["stream"]) for f in episode["findings"]} == {("constant", "observation/state"),
+                                                                           ("constant", "action/value")}

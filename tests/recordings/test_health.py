@@ -1,0 +1,91 @@
+"""Each health signal on streams made to show it, and on the same streams clean."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import moving_texture
+
+from rayform.codec import imagecodec
+from rayform.recordings import health
+
+NS = 1_000_000_000
+
+
+def _ts(n: int, hz: float = 30.0) -> np.ndarray:
+    return np.round(np.arange(n) * NS / hz).astype(np.int64)
+
+
+def _kinds(findings) -> dict[str, float]:
+    return {f.kind: f.value for f in findings if f.flagged}
+
+
+def test_a_camera_frozen_for_two_seconds_and_its_blank_frames():
+    frames = [imagecodec.encode_jpeg(f, 90) for f in moving_texture(150, 64)]
+    assert _kinds(health.frames("cam", _ts(150), frames)) == {}
+    frozen = frames[:30] + [frames[30]] * 61 + frames[91:]
+    [f] = [f for f in health.frames("cam", _ts(150), frozen) if f.kind == "frozen"]
+    assert f.value == pytest.approx(2.0, abs=0.01) and f.start_ns == _ts(150)[30] and f.flagged
+    black = imagecodec.encode_jpeg(np.zeros((64, 64, 3), np.uint8), 90)
+    blanked = frames[:10] + [black] * 4 + frames[14:]
+    [b] = [f for f in health.frames("cam", _ts(150), blanked) if f.kind == "blank"]
+    assert b.value == 4 and b.start_ns == _ts(150)[10]
+    raw = moving_texture(60, 16)
+    raw[5:40] = raw[5]
+    assert _kinds(health.frames("raw", _ts(60), raw))["frozen"] == pytest.approx(34 / 30, abs=0.01)
+
+
+def test_a_frozen_stretch_of_recorded_video_is_found_from_its_packets_alone():
+    from rayform.codec.video_encoder import VideoCodec
+
+    pictures = moving_texture(120, 64)
+    clean = VideoCodec("h264", None, clip_frames=30).encode(pictures, 30)
+    keys = np.isin(np.arange(120), clean.keys)
+    sizes = np.array([len(p) for p in clean.packets])
+    assert _kinds(health.video("cam", _ts(120), _ts(120), sizes, keys)) == {}
+    pictures[40:100] = pictures[40]
+    frozen = VideoCodec("h264", None, clip_frames=30).encode(pictures, 30)
+    sizes = np.array([len(p) for p in frozen.packets])
+    found = _kinds(health.video("cam", _ts(120), _ts(120), sizes, np.isin(np.arange(120), frozen.keys)))
+    assert found.get("frozen", 0) >= 1.0, sizes.tolist()
+
+
+def test_dropped_frames_a_gap_and_repeated_times():
+    ts = _ts(300)
+    assert _kinds(health.timing("cam", np.delete(ts, [50, 120]))) == {}  # a frame lost now and then is normal
+    gone = np.delete(ts, np.arange(100, 130))
+    found = _kinds(health.timing("cam", gone))
+    assert found["dropped"] == pytest.approx(30 / 300) and found["gap"] == pytest.approx(31 / 30, abs=1e-3)
+    twice = np.insert(ts, 10, ts[10])
+    assert _kinds(health.timing("cam", twice))["duplicate_time"] == 1
+
+
+def test_constant_elements_spikes_and_pose_jumps():
+    t = _ts(500, 100.0)
+    rng = np.random.default_rng(0)
+    q = np.cumsum(rng.normal(0, 0.01, (500, 6)), axis=0) + np.sin(np.linspace(0, 6, 500))[:, None]
+    assert _kinds(health.arrays("q", t, q)) == {}
+    flat = q.copy()
+    flat[:, [1, 4]] = 0.5
+    assert _kinds(health.arrays("q", t, flat)) == {"constant": 2}
+    spiked = q.copy()
+    spiked[200:205, 3] = 1e6
+    [s] = [f for f in health.arrays("q", t, spiked) if f.kind == "spike"]
+    assert s.flagged and 200 <= (s.start_ns - t[0]) * 100 // NS < 205
+    fast = q.copy()
+    fast[250:, 2] += 0.3  # a quick real move, a tenth of the range: not a spike
+    assert "spike" not in _kinds(health.arrays("q", t, fast))
+    pose = np.zeros((500, 7))
+    pose[:, 0] = np.linspace(0, 1, 500)
+    pose[:, 6] = 1
+    assert _kinds(health.arrays("p", t, pose, "pose")) == {}
+    pose[300:, 1] += 2.0
+    assert "pose_jump" in _kinds(health.arrays("p", t, pose, "pose"))
+
+
+def test_the_summary_keeps_the_worst_of_each_kind_and_only_flagged_findings():
+    found = [health.Finding("spike", "a", 3.0, 0, 0), health.Finding("spike", "b", 80.0, 5, 5),
+             health.Finding("frozen", "cam", 0.2, 1, 2)]
+    s = health.summary(found)
+    assert s["signals"] == {"spike": 80.0, "frozen": 0.2} and s["flags"] == ["spike"]
+    assert [f["stream"] for f in s["findings"]] == ["b"]
