@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import shutil
 import subprocess
 import sys
@@ -76,7 +77,8 @@ def main() -> None:
             shutil.copytree(REAL, sources[-1])
         size = sum(files_bytes(s) for s in sources)
         episodes = 6 * args.copies
-        modes = [("plain copy of the files", None), ("rayform ingest (video kept)", False)]
+        modes = [("plain copy of the files", None), ("rayform ingest (video kept)", False),
+                 (OFF + " (video kept)", False)]
         if args.decode_video:
             modes.append(("rayform ingest --decode-video", True))
         times: dict[str, list[float]] = {name: [] for name, _ in modes}
@@ -89,8 +91,9 @@ def main() -> None:
                         shutil.copytree(s, target / s.name)
                 else:
                     client = rayform.Client(target)
-                    client.ingest("lerobot", sources, "bench", options={"decode_video": decode},
-                                  workers=args.workers, progress=False)
+                    with _signals(not name.startswith(OFF)):
+                        client.ingest("lerobot", sources, "bench", options={"decode_video": decode},
+                                      workers=args.workers, progress=False)
                 times[name].append(time.perf_counter() - t0)
                 shutil.rmtree(target, ignore_errors=True)
         stored = None
@@ -106,6 +109,8 @@ def main() -> None:
         t = median(times[name])
         print(f"{name:34} {t:8.2f} {episodes / t:11.1f} {size / 1e6 / t:8.1f} {t / copy:12.2f}")
     print(f"\nvideo stored per copy: {stored / 1e6:.2f} MB of packets, as recorded")
+    print(f"health signals on: {median(times[OFF + ' (video kept)']) / median(times[modes[1][0]]):.3f}x the "
+          "episodes/s of ingest without them")
 
 
 def rlds(args: argparse.Namespace) -> None:
@@ -120,7 +125,8 @@ def rlds(args: argparse.Namespace) -> None:
         if args.s3:
             endpoint, url, options = _bucket(source)
             cluster = stack.enter_context(_dask(args.workers))
-        modes = ["plain copy of the files", f"rayform ingest rlds, {args.workers} workers", "rayform ingest rlds, 1 process"]
+        modes = ["plain copy of the files", f"rayform ingest rlds, {args.workers} workers", "rayform ingest rlds, 1 process",
+                 f"{OFF} rlds, {args.workers} workers"]
         if args.s3:
             modes.append(f"rayform ingest rlds, Dask {args.workers} workers")
         if args.tf_python:
@@ -135,18 +141,19 @@ def rlds(args: argparse.Namespace) -> None:
                 t0 = time.perf_counter()
                 if m.startswith("plain"):
                     shutil.copytree(source, target)
-                elif m.startswith("rayform"):
+                elif m.startswith(("rayform", OFF)):
                     executor = cluster.get_executor() if "Dask" in m else None
-                    rayform.Client(target).ingest("rlds", [url], "bench", options={"fps": 10, "storage_options": options},
-                                                  executor=executor, workers=args.workers if "workers" in m else 1,
-                                                  progress=False)
+                    with _signals(not m.startswith(OFF)):
+                        rayform.Client(target).ingest("rlds", [url], "bench",
+                                                      options={"fps": 10, "storage_options": options}, executor=executor,
+                                                      workers=args.workers if "workers" in m else 1, progress=False)
                 else:  # TensorFlow's own timing, without its import
                     out = subprocess.run([args.tf_python, "-c", rlds_data.TF_READ, *shards], capture_output=True,
                                          text=True, check=True).stdout.split()
                     assert int(out[1]) == args.episodes * args.steps
                     t0 = time.perf_counter() - float(out[0])
                 times[m].append(time.perf_counter() - t0)
-                if endpoint is not None and m.startswith("rayform"):
+                if endpoint is not None and m.startswith(("rayform", OFF)):
                     requests[m].append(endpoint.count() / args.shards)
                 shutil.rmtree(target, ignore_errors=True)
     copy = median(times[modes[0]])
@@ -161,6 +168,24 @@ def rlds(args: argparse.Namespace) -> None:
         ratio = f"{reference / t:10.2f}" if reference else f"{'':10}"
         asked = f" {median(requests[m]):15.1f}" if args.s3 and requests[m] else ""
         print(f"{m:46} {t:8.2f} {args.episodes / t:11.1f} {size / 1e6 / t:8.1f} {t / copy:12.2f} {ratio}{asked}")
+
+
+OFF = "health signals off: ingest"
+
+
+@contextlib.contextmanager
+def _signals(on: bool) -> Iterator[None]:
+    """Health signals measured at ingest, or not (the workers fork with the setting, or read it)."""
+    from rayform.recordings import segment_writer
+
+    was = segment_writer.MEASURE_HEALTH
+    segment_writer.MEASURE_HEALTH = on
+    os.environ["RAYFORM_HEALTH"] = "on" if on else "off"
+    try:
+        yield
+    finally:
+        segment_writer.MEASURE_HEALTH = was
+        os.environ["RAYFORM_HEALTH"] = "on" if was else "off"
 
 
 def _bucket(source: Path) -> tuple[object, str, dict]:

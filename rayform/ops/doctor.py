@@ -44,11 +44,14 @@ class Checked:
 def measure(seg: Segment) -> dict[str, Any]:
     """A stored segment's health summary, measured from its stored streams (as ingest does)."""
     found: list[health.Finding] = []
+    arrays = []
     for name, info in seg.streams.items():
         ts = seg.timestamps(name)
         found += health.timing(name, ts)
-        if info.kind != "image":
-            found += health.arrays(name, ts, seg.values(name), info.kind)
+        if info.kind == "pose":
+            found += health.arrays(name, ts, seg.values(name), "pose")
+        elif info.kind != "image":
+            arrays.append((name, ts, seg.values(name)))
         elif info.video is not None:
             video = seg.video(name)
             found += health.video(name, ts, video.packet_times, seg.frame_sizes(name), video.keys)
@@ -56,7 +59,7 @@ def measure(seg: Segment) -> dict[str, Any]:
             found += health.frames(name, ts, np.stack([seg.frame_array(name, i) for i in range(info.count)]))
         else:
             found += health.frames(name, ts, [seg.frame_view(name, i) for i in range(info.count)])
-    return health.summary(found)
+    return health.summary(found + health.arrays_together(arrays))
 
 
 def check(rows: Sequence[dict[str, Any]], open_segment: Callable[[str, str], Segment],

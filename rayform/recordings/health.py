@@ -36,6 +36,7 @@ import numpy as np
 
 from rayform.codec import imagecodec
 from rayform.errors import RayformError
+from rayform.recordings.streams import median_period
 
 # flag where the signal reaches the threshold
 THRESHOLDS = {"frozen": 1.0, "blank": 1, "dropped": 0.05, "gap": 0.5, "duplicate_time": 1, "constant": 1,
@@ -74,7 +75,7 @@ def timing(name: str, ts: np.ndarray) -> list[Finding]:
     if len(ts) < 3:
         return out
     d = np.diff(ts)
-    period = float(np.median(d))
+    period = median_period(ts)
     if period > 0:
         wide = d > 2 * period
         if wide.any():
@@ -96,12 +97,13 @@ def frames(name: str, ts: np.ndarray, encoded: Sequence[bytes | memoryview] | np
         blank = flat.std(axis=1) < 1.0 if flat.dtype.kind in "ui" else np.zeros(len(flat), bool)
     else:
         same = np.array([bytes(encoded[i]) == bytes(encoded[i - 1]) for i in range(1, len(encoded))], bool)
-        sizes = np.array([len(f) for f in encoded], np.int64)
+        sizes = np.fromiter((len(f) for f in encoded), np.int64, len(encoded))
         blank = np.zeros(len(encoded), bool)
-        median = float(np.median(sizes))
-        small = median - max(6 * _MAD * float(np.median(np.abs(sizes - median))), _SMALL * median)
-        for i in np.flatnonzero(sizes < small):  # only a frame far smaller than its stream's is decoded
-            blank[i] = _featureless(encoded[int(i)])
+        median = float(np.partition(sizes, len(sizes) // 2)[len(sizes) // 2])
+        if sizes.min() < (1 - _SMALL) * median:  # only then is a frame far smaller than its stream's median
+            small = median - max(6 * _MAD * float(np.median(np.abs(sizes - median))), _SMALL * median)
+            for i in np.flatnonzero(sizes < small):  # ... decoded, to see
+                blank[i] = _featureless(encoded[int(i)])
     out = [*_frozen(name, ts, same)]
     if blank.any():
         at = np.flatnonzero(blank)
@@ -144,42 +146,75 @@ def _frozen(name: str, ts: np.ndarray, same: np.ndarray) -> list[Finding]:
 
 def arrays(name: str, ts: np.ndarray, values: np.ndarray, kind: str = "array") -> list[Finding]:
     """An array stream's constant elements and its worst spike; a pose stream's worst jump."""
-    if values.dtype.kind == "b" or len(values) < 2:
-        return []
-    flat = values.reshape(len(values), -1).astype(np.float64)
-    out = []
     if kind == "pose":
-        steps = np.linalg.norm(np.diff(flat[:, :3], axis=0), axis=1)
+        if len(values) < 2:
+            return []
+        steps = np.linalg.norm(np.diff(np.asarray(values, np.float64)[:, :3], axis=0), axis=1)
         z, i = _robust_peak(steps)
-        if z > 0:
-            out.append(Finding("pose_jump", name, z, int(ts[i]), int(ts[i + 1])))
-        return out
-    finite = np.isfinite(flat)
-    with np.errstate(invalid="ignore"):
-        lo = np.where(finite, flat, np.inf).min(axis=0)
-        hi = np.where(finite, flat, -np.inf).max(axis=0)
-    constant = int(np.sum(hi - lo <= 0)) if len(values) >= 10 else 0  # a handful of steps proves nothing
-    if constant:
-        out.append(Finding("constant", name, float(constant), int(ts[0]), int(ts[-1])))
-    if len(flat) >= _WINDOW and values.dtype.kind == "f":
-        worst = (0.0, 0)
-        for e in range(flat.shape[1]):
-            column = flat[:, e]
-            if finite[:, e].all() and hi[e] > lo[e]:
-                smooth = _running_median(column)
-                # a noise-free recording's residuals have no scale: a fiftieth of its smooth range is the floor
-                z, i = _robust_peak(column - smooth, 0.02 * float(smooth.max() - smooth.min()))
-                worst = max(worst, (z, i))
-        if worst[0] > 0:
-            out.append(Finding("spike", name, worst[0], int(ts[worst[1]]), int(ts[worst[1]])))
+        return [Finding("pose_jump", name, z, int(ts[i]), int(ts[i + 1]))] if z > 0 else []
+    return arrays_together([(name, ts, values)])
+
+
+def arrays_together(streams: Sequence[tuple[str, np.ndarray, np.ndarray]]) -> list[Finding]:
+    """``arrays`` of several array streams (name, timestamps, values): those on one clock (RLDS's
+    steps, a LeRobot frame's features) measured as the columns of one table, numpy called once
+    for them all rather than once a stream."""
+    out: list[Finding] = []
+    groups: dict[tuple[int, int, int], list[tuple[str, np.ndarray, np.ndarray]]] = {}
+    for name, ts, values in streams:
+        if values.dtype.kind != "b" and len(values) >= 2:
+            groups.setdefault((len(ts), int(ts[0]), int(ts[-1])), []).append((name, ts, values))
+    for members in groups.values():
+        ts = members[0][1]
+        flat = np.concatenate([v.reshape(len(v), -1).astype(np.float64) for _, _, v in members], axis=1)
+        widths = [int(np.prod(v.shape[1:])) for _, _, v in members]
+        owner = np.repeat(np.arange(len(members)), widths)
+        floating = np.repeat([v.dtype.kind == "f" for _, _, v in members], widths)
+        finite = np.isfinite(flat)
+        everywhere = finite.all(axis=0)
+        if everywhere.all():  # the common case: no copies to leave non-finite values out
+            lo, hi = flat.min(axis=0), flat.max(axis=0)
+        else:
+            with np.errstate(invalid="ignore"):
+                lo = np.where(finite, flat, np.inf).min(axis=0)
+                hi = np.where(finite, flat, -np.inf).max(axis=0)
+        if len(ts) >= 10:  # a handful of steps proves nothing
+            stuck = hi - lo <= 0
+            for k, (name, _, v) in enumerate(members):
+                # a scalar stream constant over an episode is a setting or a flag (RLDS's discount)
+                count = int(stuck[owner == k].sum()) if v[0].size > 1 else 0
+                if count:
+                    out.append(Finding("constant", name, float(count), int(ts[0]), int(ts[-1])))
+        moving = floating & everywhere & (hi > lo)  # finite everywhere, not constant
+        if len(ts) >= _WINDOW and moving.any():
+            columns = flat[:, moving]
+            smooth = _running_median(columns)
+            # a noise-free recording's residuals have no scale: a fiftieth of its smooth range is the floor
+            z, i, c = _robust_peaks(columns - smooth, 0.02 * (smooth.max(axis=0) - smooth.min(axis=0)))
+            name = members[int(owner[np.flatnonzero(moving)[c]])][0]
+            if z > 0:
+                out.append(Finding("spike", name, z, int(ts[i]), int(ts[i])))
     return out
 
 
 def _running_median(x: np.ndarray) -> np.ndarray:
+    """Each column's running median over ``_WINDOW`` samples (its ends held), all columns at once."""
     pad = _WINDOW // 2
-    padded = np.concatenate([np.full(pad, x[0]), x, np.full(pad, x[-1])])
-    median: np.ndarray = np.median(np.lib.stride_tricks.sliding_window_view(padded, _WINDOW), axis=1)
+    padded = np.concatenate([np.repeat(x[:1], pad, axis=0), x, np.repeat(x[-1:], pad, axis=0)])
+    windows = np.lib.stride_tricks.sliding_window_view(padded, _WINDOW, axis=0)  # (n, columns, window)
+    median: np.ndarray = np.partition(windows, _WINDOW // 2, axis=-1)[..., _WINDOW // 2]  # an odd window: its middle
     return median
+
+
+def _robust_peaks(r: np.ndarray, floor: np.ndarray) -> tuple[float, int, int]:
+    """The largest robust z over every column of ``r`` (``_robust_peak``'s, each its own scale, at
+    least its ``floor``), and its row and column."""
+    dev = np.abs(r - np.median(r, axis=0))
+    scale = np.maximum(_MAD * np.median(dev, axis=0), floor)
+    scale = np.where(scale > 0, scale, dev.mean(axis=0))
+    z = np.divide(dev, scale, out=np.zeros_like(dev), where=scale > 0)
+    row, column = np.unravel_index(int(np.argmax(z)), z.shape)
+    return float(z[row, column]), int(row), int(column)
 
 
 def _robust_peak(r: np.ndarray, floor: float = 0.0) -> tuple[float, int]:

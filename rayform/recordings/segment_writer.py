@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import os
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -40,6 +41,8 @@ from rayform.store.bundle import BUNDLE_BYTES, BundleWriter
 
 SEGMENT_FORMAT = "rayform.segment/1"
 IMAGE_CHUNK_BYTES = 16 << 20  # frames (and video packets) are stored in blobs of about this size
+# health signals measured as segments are stored (RAYFORM_HEALTH=off: not, as the ingest benchmark compares)
+MEASURE_HEALTH = os.environ.get("RAYFORM_HEALTH", "on") != "off"
 
 
 def check_site(site: str) -> str:
@@ -100,6 +103,8 @@ class SegmentWriter:
         entries: dict[str, Any] = {}
         timed: dict[str, tuple[StreamInfo, np.ndarray]] = {}
         findings: list[health.Finding] = []
+        arrays: list[tuple[str, np.ndarray, np.ndarray]] = []  # measured together, after the loop
+        clocks: set[bytes] = set()  # timestamps whose timing is measured (streams often share one clock)
         for stream in streams:
             check_stream_name(stream.name)
             if stream.name in entries:
@@ -110,7 +115,10 @@ class SegmentWriter:
                 raise type(e)(f"segment {site}/{name}: {e}") from None
             entries[stream.name] = info.to_manifest()
             timed[stream.name] = (info, ts)
-            findings += _health(stream, ts)
+            if MEASURE_HEALTH:
+                findings += _health(stream, ts, arrays, clocks)
+        if MEASURE_HEALTH:
+            findings += health.arrays_together(arrays)
         meta = dict(meta or {})
         manifest = {
             "format": SEGMENT_FORMAT,
@@ -121,7 +129,8 @@ class SegmentWriter:
             "streams": entries,
         }
         version = self.sink.put_json_blob(manifest)
-        row = catalog_row(sid, name, site, version, None, time.time_ns(), meta, timed, health.summary(findings))
+        row = catalog_row(sid, name, site, version, None, time.time_ns(), meta, timed,
+                          health.summary(findings) if MEASURE_HEALTH else None)
         ref = SegmentRef(sid, version, site, name, row)
         self._pending.append(ref)
         if self.sink.full:
@@ -277,17 +286,23 @@ def check_finite(name: str, values: np.ndarray, t_ns: np.ndarray) -> None:
         )
 
 
-def _health(stream: Stream, ts: np.ndarray) -> list[health.Finding]:
-    """A stream's health signals (``recordings.health``), from what is in hand while it is stored."""
-    found = health.timing(stream.name, ts)
+def _health(stream: Stream, ts: np.ndarray, arrays: list[tuple[str, np.ndarray, np.ndarray]],
+            clocks: set[bytes]) -> list[health.Finding]:
+    """A stream's health signals (``recordings.health``), from what is in hand while it is stored;
+    an array stream's added to ``arrays``, measured with the segment's others; a clock's timing
+    once, named after the first stream on it."""
+    clock = hashlib.blake2b(ts.tobytes(), digest_size=16).digest()
+    found = health.timing(stream.name, ts) if clock not in clocks else []
+    clocks.add(clock)
     if isinstance(stream, ImageStream):
         found += health.frames(stream.name, ts, stream.frames)
     elif isinstance(stream, VideoStream):
         found += health.video(stream.name, ts, np.asarray(stream.packet_times, np.int64),
                               np.array([len(p) for p in stream.packets], np.int64), np.asarray(stream.keyframes, bool))
+    elif isinstance(stream, PoseStream):
+        found += health.arrays(stream.name, ts, np.asarray(stream.values), "pose")
     else:
-        found += health.arrays(stream.name, ts, np.asarray(stream.values), "pose" if isinstance(stream, PoseStream)
-                               else "array")
+        arrays.append((stream.name, ts, np.asarray(stream.values)))
     return found
 
 
