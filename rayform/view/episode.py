@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import threading
+import warnings
 from collections import OrderedDict
 from collections.abc import Callable
 from fractions import Fraction
@@ -22,7 +23,8 @@ from rayform.recordings.segment_reader import Segment
 from rayform.recordings.segments import Segments
 from rayform.recordings.streams import StreamInfo
 
-PLOT_POINTS = 4000  # a plot's points at most (a long stream is read at an even stride)
+PLOT_POINTS = 4000  # a plot's points at most (a long stream reduced bucket by bucket to its extremes)
+POSE_LABELS = ["x", "y", "z", "qx", "qy", "qz", "qw"]
 # what a browser is asked whether it plays (RFC 6381 codecs strings of a common profile each)
 BROWSER_CODECS = {"h264": "avc1.640028", "av1": "av01.0.08M.08", "vp9": "vp09.00.40.08", "hevc": "hvc1.1.6.L120.90"}
 MP4_KEPT_BYTES = 512 << 20  # remuxed videos kept for the browser's range requests
@@ -35,9 +37,11 @@ class Episodes:
 
     KEPT = 16
 
-    def __init__(self, segments: Segments, latest: Callable[[str], tuple[str, str | None] | None]):
+    def __init__(self, segments: Segments, latest: Callable[[str], tuple[str, str | None] | None],
+                 findings: Callable[[str, str], list[dict[str, Any]]] | None = None):
         self.segments = segments
         self.latest = latest  # a segment's latest version and its bundle (the list's table has them at hand)
+        self.findings = findings or (lambda _segment, _version: [])  # a version's flagged health findings
         self._lock = threading.Lock()
         self._open: OrderedDict[tuple[str, str], Segment] = OrderedDict()
         self._mp4: OrderedDict[tuple[str, str], bytes] = OrderedDict()
@@ -95,13 +99,16 @@ class Episodes:
                     # the MP4's time 0 is its first packet's, a lead-in's before the first frame
                     entry["mp4_start"] = (int(seg.video(name).packet_times.min()) - start) / 1e9
             streams.append(entry)
+        findings = [{**f, "from_s": (int(f.get("start_ns", start)) - start) / 1e9,
+                     "to_s": (int(f.get("end_ns", start)) - start) / 1e9} for f in self.findings(seg.id, seg.version)]
         return {"id": seg.id, "version": seg.version, "site": seg.site, "name": seg.name, "task": seg.task,
                 "meta": seg.meta, "start_ns": start, "duration_s": round((end - start) / 1e9, 6), "streams": streams,
-                "latest": (self.latest(seg.id) or (seg.version,))[0]}
+                "latest": (self.latest(seg.id) or (seg.version,))[0], "findings": findings}
 
     def series(self, segment_id: str, version: str | None) -> dict[str, Any]:
-        """Each array and pose stream: its times and values (at most ``PLOT_POINTS``, an even
-        stride), the element names; non-finite values as nulls."""
+        """Each array and pose stream: its times and values (at most ``PLOT_POINTS``: a long
+        stream reduced to each bucket's least and greatest value, ``min_max``), the element
+        names; non-finite values as nulls."""
         seg = self.segment(segment_id, version)
         start, _ = span_of(seg)
         out = {}
@@ -109,11 +116,12 @@ class Episodes:
             if info.is_image:
                 continue
             t = seg.timestamps(name)
-            values = seg.values(name).reshape(len(t), -1)
-            stride = max(1, -(-len(t) // PLOT_POINTS))
-            t, values = t[::stride], values[::stride].astype(np.float64)
-            labels = list(info.names) if info.names and len(info.names) == values.shape[1] else \
-                [str(i) for i in range(values.shape[1])]
+            values = seg.values(name).reshape(len(t), -1).astype(np.float64)
+            stride = max(1, -(-len(t) // (PLOT_POINTS // 2)))
+            if stride > 1:
+                t, values = min_max(t, values, stride)
+            labels = POSE_LABELS if info.kind == "pose" else list(info.names) if info.names and \
+                len(info.names) == values.shape[1] else [str(i) for i in range(values.shape[1])]
             columns = [finite_list(values[:, k]) for k in range(values.shape[1])]
             out[name] = {"kind": info.kind, "t": _seconds(t, start).tolist(), "labels": labels, "values": columns,
                          "units": info.units, "stride": stride}
@@ -238,3 +246,22 @@ def _scaled(image: np.ndarray) -> np.ndarray:
     lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
     scaled = np.nan_to_num((values - lo) / max(hi - lo, 1e-12) * 255, nan=0.0).clip(0, 255).astype(np.uint8)
     return scaled if scaled.ndim == 2 else scaled[..., :3]
+
+
+def min_max(t: np.ndarray, values: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """``values`` (n, elements) in buckets of ``size`` samples, each two points: at its first and
+    last time, its least and greatest value in the order they occur (per element). Never a
+    stride: one sample in 100,000 stays as far from the line as it is."""
+    n = len(t) // size * size
+    head, tail = values[:n].reshape(-1, size, values.shape[1]), values[n:]
+    with warnings.catch_warnings():  # a bucket of NaN only: NaN, drawn as a hole
+        warnings.simplefilter("ignore", RuntimeWarning)
+        lo, hi = np.nanmin(head, axis=1), np.nanmax(head, axis=1)
+        first_low = np.argmin(np.where(np.isnan(head), np.inf, head), axis=1) <= \
+            np.argmax(np.where(np.isnan(head), -np.inf, head), axis=1)
+        pairs = np.stack([np.where(first_low, lo, hi), np.where(first_low, hi, lo)], axis=1).reshape(-1, values.shape[1])
+        times = np.stack([t[:n:size], t[size - 1:n:size]], axis=1).reshape(-1)
+        if len(tail):
+            times = np.concatenate([times, t[n:][[0, -1]]])
+            pairs = np.concatenate([pairs, np.nanmin(tail, axis=0)[None], np.nanmax(tail, axis=0)[None]])
+    return times, pairs

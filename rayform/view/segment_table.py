@@ -29,9 +29,9 @@ from rayform.recordings.catalog_parts import PREFIX
 CHECK_S = 2.0  # a catalog looked at this recently is not listed again
 PAGE_MAX = 500
 SORTS = {"recorded": "recorded", "duration": "duration_s", "name": "name", "task": "task", "id": "id",
-         "start": "start_ns", "site": "site"}
+         "start": "start_ns", "site": "site", "flags": "flag_count"}
 _COLUMNS = ("id", "version", "bundle", "site", "name", "task", "duration_s", "start_ns", "end_ns", "recorded", "meta",
-            "stream_names")
+            "stream_names", "health", "flags")
 _KEPT = 8  # filtered listings kept for paging
 USUAL_OF = 10_000  # segments of a site read to find the streams its segments usually have
 
@@ -47,6 +47,7 @@ class Filter:
     where: str = ""
     sort: str = "recorded"
     descending: bool = False
+    flagged: bool = False  # only those a health signal flags
 
     def __post_init__(self) -> None:
         if self.sort not in SORTS:
@@ -113,6 +114,15 @@ class SegmentTable:
         mine = found.filter(pc.equal(found.column("id"), segment_id)).to_pylist()
         return (mine[0]["version"], mine[0]["bundle"]) if mine else None
 
+    def findings(self, segment_id: str, version: str) -> list[dict[str, Any]]:
+        """A version's flagged health findings, from the table the list shows (none for a version
+        that is not the latest, or one not measured)."""
+        import pyarrow.compute as pc
+
+        table = self.table().select(["id", "version", "health"])
+        mine = table.filter(pc.equal(table.column("id"), segment_id)).to_pylist()
+        return findings_of(mine[0]["health"]) if mine and mine[0]["version"] == version else []
+
     def _usual(self, site: str) -> frozenset[str]:
         """The streams most segments of ``site`` have (of the first ``USUAL_OF``)."""
         import pyarrow.compute as pc
@@ -151,12 +161,16 @@ class SegmentTable:
             keep &= _mask(pc.greater_equal(duration, f.min_duration))
         if f.max_duration is not None:
             keep &= _mask(pc.less_equal(duration, f.max_duration))
+        flags = pc.fill_null(pc.list_value_length(table.column("flags")), 0)
+        if f.flagged:
+            keep &= _mask(pc.greater(flags, 0))
         rows = np.flatnonzero(keep)
         if f.where:  # evaluated over the rows left (a query on metadata parses each row's JSON)
             left = table if len(rows) == table.num_rows else table.take(pa.array(rows))
             rows = rows[query.evaluate(query.parse(f.where), query.Columns(left))]
         if f.sort != "recorded" or f.descending:
-            column = table.select([SORTS[f.sort]]).take(pa.array(rows))
+            column = (pa.table({"flag_count": flags}) if f.sort == "flags" else table.select([SORTS[f.sort]])).take(
+                pa.array(rows))
             order = pc.sort_indices(column, sort_keys=[(SORTS[f.sort], "descending" if f.descending else "ascending")])
             rows = rows[order.to_numpy()]
         found = (table, rows)
@@ -183,4 +197,15 @@ def _shown(row: dict[str, Any]) -> dict[str, Any]:
     return {"id": row["id"], "version": row["version"], "site": row["site"], "name": row["name"],
             "task": row["task"] or "", "duration_s": row["duration_s"], "start_ns": row["start_ns"],
             "recorded": row["recorded"], "streams": list(row["stream_names"] or []),
-            "meta": parsed if isinstance(parsed, dict) else {}}
+            "meta": parsed if isinstance(parsed, dict) else {}, "flags": list(row.get("flags") or []),
+            "findings": findings_of(row.get("health"))}
+
+
+def findings_of(health: str | None) -> list[dict[str, Any]]:
+    """A row's flagged findings (kind, stream, value, time range), from its health column."""
+    try:
+        doc = json.loads(health) if health else {}
+    except ValueError:
+        return []
+    found = doc.get("findings") if isinstance(doc, dict) else None
+    return [f for f in found if isinstance(f, dict)] if isinstance(found, list) else []

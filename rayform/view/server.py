@@ -3,7 +3,7 @@ browser. The pages are static files (``view/static``); everything they show come
 JSON and media routes below, read through the client's cache:
 
     GET /api/sites                                  sites, with segments and hours
-    GET /api/segments?site&task&min&max&where&sort&desc&offset&limit
+    GET /api/segments?site&task&min&max&where&flagged&sort&desc&offset&limit
     GET /api/segment/{id}[?version]                 streams, task, metadata, frame times
     GET /api/segment/{id}/series[?version]          every array and pose stream, to plot
     GET /api/segment/{id}/frame/{stream}/{i}        a camera's frame (as recorded where it can)
@@ -56,7 +56,7 @@ class View:
     def __init__(self, client: Client, threads: int = 4):
         self.client = client
         self.table = SegmentTable(client.segments.catalog)
-        self.episodes = Episodes(client.segments, self.table.latest)
+        self.episodes = Episodes(client.segments, self.table.latest, self.table.findings)
         self.packs = PackPages(client.store, client.segments)
         self.pool = ThreadPoolExecutor(threads, thread_name_prefix="rayform-view")
 
@@ -267,7 +267,8 @@ def _filter(request: Any) -> Filter:
     seconds = "a number of seconds"
     return Filter(site=check_site(site) if site else None, task=q.get("task", ""),
                   min_duration=_number(request, "min", float, seconds), max_duration=_number(request, "max", float, seconds),
-                  where=q.get("where", ""), sort=q.get("sort", "recorded"), descending=q.get("desc", "") in ("1", "true"))
+                  where=q.get("where", ""), sort=q.get("sort", "recorded"), descending=q.get("desc", "") in ("1", "true"),
+                  flagged=q.get("flagged", "") in ("1", "true"))
 
 
 # --- middlewares -------------------------------------------------------------------------------

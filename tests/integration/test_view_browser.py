@@ -209,3 +209,51 @@ def test_an_episode_page_draws(page, view_demo, tmp_path):
     out = tmp_path / "episode.png"
     page.screenshot(path=str(out))
     assert out.stat().st_size > 10_000
+
+
+@pytest.fixture(scope="module")
+def planted_view(tmp_path_factory) -> Iterator[tuple[ViewServer, dict[str, str]]]:
+    """200 episodes of 6 joints moving, three with a planted defect: a spike, a joint stuck, a
+    second of samples lost."""
+    client = rayform.Client(tmp_path_factory.mktemp("planted") / "store")
+    rng = np.random.default_rng(0)
+    added, planted = [], {"ep-050": "spike", "ep-120": "constant", "ep-170": "gap"}
+    for i in range(200):
+        t = np.arange(60, dtype=np.int64) * 100_000_000
+        q = np.cumsum(rng.normal(0, 0.02, (60, 6)), axis=0).astype(np.float32)
+        if i == 50:
+            q[30:32, 1] = 1e6
+        if i == 120:
+            q[:, 2] = 0.25
+        if i == 170:
+            t, q = np.delete(t, np.s_[20:32]), np.delete(q, np.s_[20:32], axis=0)
+        added.append(("farm", f"ep-{i:03d}", [rayform.ArrayStream("joints", t, q)], {"task": "sort parts"}))
+    client.segments.add_many(added)
+    server = ViewServer(client.store.display)
+    yield server, planted
+    server.stop()
+
+
+def test_the_flagged_filter_reaches_each_planted_episode_and_its_page_marks_the_time(page, planted_view):
+    server, planted = planted_view
+    _open(page, server, "/segments", "#segments tr.row")
+    page.check("#flagged-only")
+    page.click("#filters button")
+    page.wait_for_function("(document.querySelector('#count') || {}).textContent === '1–3 of 3'")
+    rows = page.locator("#segments tr.row")
+    listed = {rows.nth(k).locator("td a").inner_text(): rows.nth(k).locator("td.flags").inner_text()
+              for k in range(rows.count())}
+    assert {name: flags.split(", ")[-1] for name, flags in listed.items()} == planted  # the gap drops frames too
+    for name, kind in planted.items():
+        page.locator("#segments tr.row td a", has_text=name).click()
+        page.wait_for_selector("#health")
+        finding = page.locator(f"#health .finding[data-kind='{kind}']")
+        assert finding.count() == 1 and "joints" in finding.inner_text()
+        if kind != "constant":  # a moment or a range of time: marked on the bar under the slider
+            assert page.locator(f"#flag-bar .flag-range[data-kind='{kind}']").count() == 1
+            finding.click()
+            at = float(page.get_attribute("#time", "data-t"))
+            assert abs(at - {"spike": 3.0, "gap": 1.9}[kind]) < 0.05, (name, at)
+        page.go_back()
+        page.wait_for_selector("#segments tr.row")
+    assert not page.errors

@@ -48,16 +48,23 @@ def test_summary_and_series_are_the_stored_values(shared_demo):
     assert series["joints/position"]["labels"] == list(seg.stream("joints/position").names)
 
 
-def test_a_long_stream_is_plotted_at_an_even_stride_and_nonfinite_values_are_nulls(client, monkeypatch):
+def test_a_long_stream_is_plotted_as_each_buckets_extremes_and_nonfinite_values_are_nulls(client, monkeypatch):
     t = np.arange(1000, dtype=np.int64) * 10_000_000
     v = np.arange(2000, dtype=np.float64).reshape(1000, 2)
-    v[10, 1] = np.nan
+    v[20:40, 1] = np.nan  # a bucket of nothing but NaN: a hole
+    v[537, 0] = 1e6  # one sample of a thousand: drawn at its height
+    v[538, 0] = -1e6
     ref = client.segments.add("lab", "long", [rayform.ArrayStream("x", t, v)], allow_nonfinite=True)
     monkeypatch.setattr(episode, "PLOT_POINTS", 100)
     s = _page(client).series(ref.id, ref.version)["x"]
-    assert s["stride"] == 10 and len(s["t"]) == 100
-    assert s["values"][0] == list(v[::10, 0]) and s["values"][1][1] is None
-    assert s["values"][1][2] == v[20, 1]
+    assert s["stride"] == 20 and len(s["t"]) == 100
+    assert max(s["values"][0]) == 1e6 and min(s["values"][0]) == -1e6
+    k = s["values"][0].index(1e6)
+    assert s["values"][0][k + 1] == -1e6 and s["t"][k] == 5.2 and s["t"][k + 1] == 5.39  # in the order they occur
+    assert s["values"][0][:2] == [v[0, 0], v[19, 0]] and s["values"][1][2:4] == [None, None]
+    pose = np.tile([0, 0, 0, 0, 0, 0, 1.0], (5, 1))
+    ref = client.segments.add("lab", "pose", [rayform.PoseStream("p", t[:5], pose)])
+    assert _page(client).series(ref.id, ref.version)["p"]["labels"] == ["x", "y", "z", "qx", "qy", "qz", "qw"]
 
 
 def test_frames_are_the_recorded_bytes_or_encoded_from_raw(shared_demo, client):

@@ -101,3 +101,24 @@ def test_a_bad_page_is_refused(stored):
     for offset, limit in ((-1, 10), (0, 0), (0, 10_000)):
         with pytest.raises(InvalidInput):
             table.page(Filter(), offset, limit)
+
+
+def test_the_flagged_filter_and_sort_and_each_rows_findings(client):
+    t = np.arange(40, dtype=np.int64) * 100_000_000
+    rng = np.random.default_rng(1)
+    added = []
+    for i in range(12):
+        q = np.cumsum(rng.normal(0, 0.02, (40, 3)), axis=0)
+        if i in (4, 9):
+            q[20, 0] = 1e6
+        added.append(("lab", f"ep-{i:02d}", [rayform.ArrayStream("q", t, q)], None))
+    client.segments.add_many(added)
+    table = SegmentTable(client.segments.catalog)
+    page = table.page(Filter(flagged=True))
+    assert page["total"] == 2 and {r["name"] for r in page["rows"]} == {"ep-04", "ep-09"}
+    [finding] = page["rows"][0]["findings"]
+    assert finding["kind"] == "spike" and finding["stream"] == "q" and finding["start_ns"] == int(t[20])
+    first = table.page(Filter(sort="flags", descending=True), limit=2)["rows"]
+    assert {r["name"] for r in first} == {"ep-04", "ep-09"} and all(r["flags"] == ["spike"] for r in first)
+    row = first[0]
+    assert table.findings(row["id"], row["version"]) == row["findings"]

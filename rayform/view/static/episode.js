@@ -18,8 +18,8 @@ function lastAtOrBefore(times, t) {
 class Plot {
   // One array stream: each element shown a line over the segment's time, a cursor at the clock.
   // Its legend shows or hides an element (the first ten are shown).
-  constructor(name, s, duration, onSeek) {
-    this.s = s; this.duration = duration;
+  constructor(name, s, duration, onSeek, flagged = []) {
+    this.s = s; this.duration = duration; this.flagged = flagged;
     this.shown = new Set(s.labels.map((_, k) => k).slice(0, COLORS.length));
     this.canvas = el("canvas", { "data-stream": name });
     this.canvas.addEventListener("click", (e) => {
@@ -70,6 +70,11 @@ class Plot {
     if (hi - lo < 1e-12) { hi += 1; lo -= 1; }
     const pad = 6, X = (t) => (t / Math.max(this.duration, 1e-9)) * w;
     const Y = (v) => h - pad - ((v - lo) / (hi - lo)) * (h - 2 * pad);
+    g.fillStyle = "rgba(220, 40, 40, 0.18)";  // the time ranges a health signal flags in this stream
+    for (const f of this.flagged) {
+      const x0 = X(f.from_s), x1 = X(f.to_s);
+      g.fillRect(Math.min(x0, w - 3), 0, Math.max(3, x1 - x0), h);
+    }
     g.fillStyle = "#888"; g.font = `${10 * (window.devicePixelRatio || 1)}px sans-serif`;
     g.fillText(hi.toPrecision(4), 2, 12); g.fillText(lo.toPrecision(4), 2, h - 2);
     shown.forEach(([column, k]) => {
@@ -155,7 +160,17 @@ async function episodePage(main, id, version) {
   const clock = { t: 0, playing: false, speed: 1 };
   const duration = Math.max(summary.duration_s, 1e-6);
   const cams = summary.streams.filter((s) => s.kind === "image").map((s) => new Camera(summary, s, clock));
-  const plots = Object.entries(series).map(([name, s]) => new Plot(name, s, duration, (t) => seek(t)));
+  const findings = summary.findings || [];
+  const plots = Object.entries(series).map(([name, s]) => new Plot(name, s, duration, (t) => seek(t),
+    findings.filter((f) => f.stream === name)));
+  // every flagged time range under the slider; the list of findings, each a link to its time
+  const flagBar = el("div", { class: "flag-bar", id: "flag-bar" }, findings.filter((f) => f.to_s > 0).map((f) =>
+    el("span", { class: "flag-range", "data-kind": f.kind, title: `${f.kind} ${f.stream}`,
+      style: `left:${(100 * f.from_s / duration).toFixed(3)}%;width:max(3px, ${(100 * (f.to_s - f.from_s) / duration).toFixed(3)}%)`,
+      onclick: () => seek(f.from_s) })));
+  const health = findings.length ? el("div", { class: "health", id: "health" }, el("b", {}, "Flagged: "),
+    findings.map((f) => el("button", { class: "finding", "data-kind": f.kind, onclick: () => seek(f.from_s) },
+      `${f.kind} ${f.stream} ${f.from_s.toFixed(2)}${f.to_s > f.from_s ? "–" + f.to_s.toFixed(2) : ""} s`))) : null;
   const step = (() => {
     const times = cams.length ? cams[0].times : [];
     return times.length > 1 ? (times[times.length - 1] - times[0]) / (times.length - 1) : 1 / 30;
@@ -232,6 +247,7 @@ async function episodePage(main, id, version) {
       el("button", { id: "back", title: "previous frame (←)", onclick: () => stepFrames(-1) }, "◀"),
       el("button", { id: "forward", title: "next frame (→)", onclick: () => stepFrames(1) }, "▶|"),
       slider, time, speed),
+    flagBar, health,
     el("div", { class: "muted" }, "keys: ", el("span", { class: "kbd" }, "space"), " play · ",
       el("span", { class: "kbd" }, "← →"), " a frame · ", el("span", { class: "kbd" }, "shift ← →"), " a second · click a plot to go there"),
     el("div", { class: "cameras" }, cams.map((c) => c.node)),
