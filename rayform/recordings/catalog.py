@@ -259,8 +259,13 @@ def _row(row: dict[str, Any], what: str) -> CatalogRow:
 
     meta = json_document(row["meta"].encode(), f"{what}: meta of {row['id']}")
     streams = json_document(row["streams"].encode(), f"{what}: streams of {row['id']}")
+    health = None  # not measured; else kept as it was (a push carries it)
+    if row.get("health") is not None:
+        doc = json_document(row["health"].encode(), f"{what}: health of {row['id']}")
+        health = {"signals": doc.get("signals", {}), "findings": doc.get("findings", []),
+                  "flags": [str(f) for f in row.get("flags") or []]}
     return CatalogRow(row["id"], row["name"], row["site"], row["version"], row["bundle"], row["recorded"],
-                      row["start_ns"], row["end_ns"], row["task"] or "", meta, streams)
+                      row["start_ns"], row["end_ns"], row["task"] or "", meta, streams, health)
 
 
 def latest_rows(table: Any) -> Any:

@@ -112,3 +112,20 @@ def test_a_blob_missing_from_the_source_is_one_error_naming_the_fix(packed_small
         push(src, s.id, dest, progress=False)
     with pytest.raises(SliceNotFound):
         dest.slices.get(s.id)
+
+
+def test_a_push_carries_each_episodes_health(tmp_path):
+    import numpy as np
+
+    src = rayform.Client(tmp_path / "src")
+    t = np.arange(40, dtype=np.int64) * 100_000_000
+    q = np.cumsum(np.random.default_rng(0).normal(0, 0.01, (40, 3)), axis=0)
+    q[:, 1] = 0.2  # a joint stuck
+    ref = src.segments.add("lab", "stuck", [rayform.ArrayStream("q", t, q)])
+    s = src.slices.create([ref], name="one")
+    dest = rayform.Client(tmp_path / "dst")
+    push(src, s.id, dest, progress=False)
+    columns = ["id", "health", "flags"]
+    assert dest.segments.catalog.latest(columns=columns).to_pylist() == \
+        src.segments.catalog.latest(columns=columns).to_pylist()
+    assert dest.slices.create(where="'constant' in flags", name="stuck").segments == s.segments
