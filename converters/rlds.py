@@ -27,9 +27,7 @@ same rate lands exactly (``rayform.packer.align``).
 
 from __future__ import annotations
 
-import dataclasses
 import os
-import zlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import PurePath
@@ -37,14 +35,22 @@ from typing import Any
 
 import numpy as np
 
-from rayform.codec import imagecodec
 from rayform.converters.array_records import array_records
-from rayform.converters.rlds_features import NAME, Feature, default_stream_name, parse_features
+from rayform.converters.rlds_features import NAME, default_stream_name, parse_features
 from rayform.converters.rlds_order import episode_numbers
+from rayform.converters.rlds_values import (
+    MAX_META_VALUES,
+    check_image,
+    meta_value,
+    step_count,
+    tensor,
+    texts_into,
+    texts_of,
+)
 from rayform.converters.source_files import SourceFiles, reader_size
 from rayform.converters.source_json import source_json
 from rayform.converters.tfrecord import parse_example, records
-from rayform.errors import InvalidInput, Malformed
+from rayform.errors import InvalidInput
 from rayform.pack.spec import check_fps
 from rayform.recordings.streams import ArrayStream, ImageStream, Stream
 
@@ -54,8 +60,6 @@ NS = 1_000_000_000
 RATES = {"fractal20220817_data": 3.0, "bridge": 5.0, "bridge_dataset": 5.0, "droid": 15.0, "language_table": 10.0,
          "berkeley_autolab_ur5": 5.0}
 FORMATS = ("tfrecord", "array_record")
-MAX_META_VALUES = 64  # a metadata tensor of more values is kept as a one-step stream, not in the metadata
-MAX_TEXTS = 16  # distinct values of a text feature kept in the metadata
 
 
 @dataclass(frozen=True)
@@ -193,7 +197,7 @@ class RldsDataset:
         for f in read:
             if f.path not in example:
                 raise InvalidInput(f"{what}: feature {f.path} is missing (features.json declares it)")
-        steps = _steps(example, [f for f in read if f.step], what)
+        steps = step_count(example, [f for f in read if f.step], what)
         t = np.round(np.arange(steps) * (NS / fps)).astype(np.int64)
         streams: list[Stream] = []
         meta: dict[str, Any] = {"source": "rlds", "dataset": self.name, **where}
@@ -204,144 +208,31 @@ class RldsDataset:
             if not f.step:
                 if f in self.large_meta:  # too large for the catalog: one value, at the episode's start
                     held = f.path if f.path.startswith("episode_metadata/") else f"episode_metadata/{f.path}"
-                    streams.append(ArrayStream(held, t[:1], _tensor(f, values, 1, fwhat),
+                    streams.append(ArrayStream(held, t[:1], tensor(f, values, 1, fwhat),
                                                meta={"source_feature": f.path}))
                     continue
                 meta.setdefault("episode_metadata" if f.path.startswith("episode_metadata/") else "features", {})
-                value = _meta_value(f, values, fwhat)
+                value = meta_value(f, values, fwhat)
                 if value is not None:
                     key = f.path.removeprefix("episode_metadata/")
                     meta["episode_metadata" if f.path.startswith("episode_metadata/") else "features"][key] = value
                 continue
             if f.kind == "text":
-                texts[f.path.removeprefix("steps/")] = _texts(f, values, steps, fwhat)
+                texts[f.path.removeprefix("steps/")] = texts_of(f, values, steps, fwhat)
                 continue
             name = self.mapping.get(f.path.removeprefix("steps/"))
             if name is None:
                 continue
             if f.kind == "image":
-                _check_image(f, values, fwhat)
+                check_image(f, values, fwhat)
                 streams.append(ImageStream(name, t, values, meta={"source_feature": f.path}))
             else:
-                streams.append(ArrayStream(name, t, _tensor(f, values, steps, fwhat),
+                streams.append(ArrayStream(name, t, tensor(f, values, steps, fwhat),
                                            meta={"source_feature": f.path}))
         if not steps or not streams:
             raise InvalidInput(f"{what}: {'no steps' if not steps else 'no stream to store (all skipped)'}")
-        _texts_into(meta, texts, self.task_key)
+        texts_into(meta, texts, self.task_key)
         return streams, meta
-
-
-def _steps(example: dict[str, Any], features: list[Feature], what: str) -> int:
-    """How many steps the episode has: every step feature must say the same."""
-    counts = {}
-    for f in features:
-        values = example[f.path]
-        per = f.size if f.encoding in ("none", "codes") and f.kind != "image" else 1
-        if per == 0:
-            continue
-        if len(values) % per:
-            raise InvalidInput(f"{what}, feature {f.path}: {len(values)} values, not a whole number of "
-                               f"steps of shape {list(f.shape)}")
-        counts[f.path] = len(values) // per
-    if not counts:
-        raise InvalidInput(f"{what}: no step feature to count its steps by")
-    n = max(set(counts.values()), key=list(counts.values()).count)
-    for path, c in counts.items():
-        if c != n:
-            raise InvalidInput(f"{what}, feature {path}: {c} steps where the others have {n}")
-    return n
-
-
-def _tensor(f: Feature, values: Any, steps: int, what: str) -> np.ndarray:
-    dtype = np.dtype(f.dtype)
-    if f.encoding == "none":
-        if not isinstance(values, np.ndarray):
-            raise InvalidInput(f"{what}: stored as bytes, features.json says {f.dtype} values")
-        if dtype.kind in "iub" and values.dtype.kind != "i" or dtype.kind == "f" and values.dtype.kind != "f":
-            raise InvalidInput(f"{what}: stored as {values.dtype}, features.json says {f.dtype}")
-        if dtype.kind in "iu" and values.size and (values.min() < np.iinfo(dtype).min
-                                                   or values.max() > np.iinfo(dtype).max):
-            raise InvalidInput(f"{what}: a value out of {f.dtype}'s range")
-        return (values != 0 if dtype.kind == "b" else values.astype(dtype)).reshape(steps, *f.shape)
-    if not isinstance(values, list):
-        raise InvalidInput(f"{what}: stored as numbers, features.json says {f.encoding}-encoded")
-    want = f.size * dtype.itemsize
-    raw = []
-    for k, v in enumerate(values):
-        if f.encoding == "zlib":
-            d = zlib.decompressobj()
-            try:
-                v = d.decompress(v, want + 1)  # bounded: a bomb stops at what the shape allows
-            except zlib.error as e:
-                raise InvalidInput(f"{what}: step {k} is not zlib data ({e})") from None
-        if len(v) != want:
-            raise InvalidInput(f"{what}: step {k} holds {len(v)} bytes, not the {want} of {f.dtype} {list(f.shape)}")
-        raw.append(v)
-    flat = np.frombuffer(b"".join(raw), dtype.newbyteorder("<"))  # TFDS writes numpy's bytes, little-endian here
-    out: np.ndarray = flat.astype(dtype).reshape(steps, *f.shape)
-    return out
-
-
-def _check_image(f: Feature, frames: Any, what: str) -> None:
-    """Frames as features.json declares them, or (declaring no format, as older datasets' do)
-    JPEG or PNG as the bytes say."""
-    if not isinstance(frames, list) or not frames:
-        raise InvalidInput(f"{what}: no encoded images")
-    found = imagecodec.sniff(frames[0])
-    if f.encoding and found != f.encoding:
-        raise InvalidInput(f"{what}: step 0 is {found}, features.json says {f.encoding}")
-    if found not in ("jpeg", "png"):
-        raise InvalidInput(f"{what}: step 0 is neither JPEG nor PNG (features.json states no format)")
-    try:
-        h, w = imagecodec.dimensions(frames[0], found, what=f"{what}, step 0")
-    except Malformed as e:
-        raise InvalidInput(str(e)) from None
-    if len(f.shape) >= 2 and (f.shape[0], f.shape[1]) != (h, w) and min(f.shape[:2]) > 0:
-        raise InvalidInput(f"{what}: step 0 is {w}x{h}, features.json says {f.shape[1]}x{f.shape[0]}")
-
-
-def _texts(f: Feature, values: Any, steps: int, what: str) -> list[str]:
-    """A text feature's value at each step: strings, or (``encoding == "codes"``, language_table's
-    instruction) a tensor of UTF-8 codes a step, zero-padded."""
-    if f.encoding != "codes":
-        return [_text(v, what) for v in values]
-    codes = _tensor(dataclasses.replace(f, encoding="none"), values, steps, what).reshape(steps, -1)
-    if codes.size and (codes.min() < 0 or codes.max() > 255):
-        raise InvalidInput(f"{what}: a code out of a byte's range (features.json's text of UTF-8 codes)")
-    return [_text(row.astype(np.uint8).tobytes().rstrip(b"\0"), what) for row in codes]
-
-
-def _text(value: Any, what: str) -> str:
-    if not isinstance(value, bytes):
-        raise InvalidInput(f"{what}: stored as numbers, features.json says text")
-    try:
-        return value.decode("utf-8")
-    except UnicodeDecodeError:
-        raise InvalidInput(f"{what}: text that is not UTF-8") from None
-
-
-def _meta_value(f: Feature, values: Any, what: str) -> Any:
-    if f.kind == "text":
-        texts = _texts(f, values, 1, what) if f.encoding == "codes" else [_text(v, what) for v in values]
-        return texts[0] if len(texts) == 1 else texts
-    if f.kind != "tensor" or f.size > MAX_META_VALUES:
-        return None
-    array = _tensor(f, values, 1, what)[0]
-    return array.tolist()
-
-
-def _texts_into(meta: dict[str, Any], texts: dict[str, list[str]], task_key: str | None) -> None:
-    """The instruction (``task_key``'s text) as the task; every text feature's distinct values,
-    in order, under ``texts``."""
-    distinct = {path: list(dict.fromkeys(v.strip() for v in values if v.strip()))[:MAX_TEXTS]
-                for path, values in texts.items()}
-    values = distinct.get(task_key or "", [])
-    if values:
-        meta["task"] = values[0]
-        if len(values) > 1:
-            meta["instructions"] = values
-    if distinct:
-        meta["texts"] = distinct
 
 
 def _read(files: SourceFiles, path: PurePath) -> str:

@@ -214,7 +214,7 @@ def test_slices_split_prints_each_child_and_refuses_bad_shares(demo_store):
 def test_every_flag_and_argument_has_help_text():
     import argparse
 
-    from rayform.cli.main import _parser
+    from rayform.cli.parser import parser as _parser
 
     def walk(parser: argparse.ArgumentParser, path: str):
         for action in parser._actions:
