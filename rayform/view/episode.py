@@ -45,6 +45,7 @@ class Episodes:
         self._lock = threading.Lock()
         self._open: OrderedDict[tuple[str, str], Segment] = OrderedDict()
         self._mp4: OrderedDict[tuple[str, str], bytes] = OrderedDict()
+        self._remuxing: dict[tuple[str, str], threading.Lock] = {}  # a video being remuxed: its lock
         self._mp4_bytes = 0
         # a stored video decodes with one decoder it keeps between frames (StoredVideo's
         # cursor): one request's frames at a time
@@ -159,13 +160,24 @@ class Episodes:
             if found is not None:
                 self._mp4.move_to_end(key)
                 return found
-        data = remux(seg, stream)
+            making = self._remuxing.setdefault(key, threading.Lock())
+        with making:  # requests for one video at once: the first remuxes it, the others take its MP4
+            with self._lock:
+                found = self._mp4.get(key)
+            if found is not None:
+                return found
+            data = remux(seg, stream)
+            self._keep_mp4(key, data)
+        with self._lock:
+            self._remuxing.pop(key, None)
+        return data
+
+    def _keep_mp4(self, key: tuple[str, str], data: bytes) -> None:
         with self._lock:
             self._mp4[key] = data
             self._mp4_bytes += len(data)
             while self._mp4_bytes > MP4_KEPT_BYTES and len(self._mp4) > 1:
                 self._mp4_bytes -= len(self._mp4.popitem(last=False)[1])
-        return data
 
 
 def remux(seg: Segment, stream: str) -> bytes:

@@ -71,6 +71,7 @@ def make_app(client: Client) -> Any:
     view = View(client)
     app = web.Application(middlewares=[_headers, _errors])
     app["view"] = view
+    app["store_path"] = str(client.store.root) if client.store.is_local else None
     r = app.router
     r.add_get("/", _static("index.html"))
     for name in STATIC:
@@ -194,6 +195,8 @@ def _ranged(request: Any, data: bytes, kind: str) -> Any:
     """``data`` whole, or the one byte range asked (a browser's video element seeks by ranges)."""
     from aiohttp import web
 
+    if request.headers.get("Range", "").replace(" ", "").rstrip("0") == "bytes=-":  # the last 0 bytes: none
+        return web.Response(status=416, headers={"Content-Range": f"bytes */{len(data)}"})
     try:
         asked = request.http_range
     except ValueError:
@@ -285,15 +288,18 @@ async def _errors(request: Any, handler: Handler) -> Any:
     with the error's type (the traceback goes to the log)."""
     from aiohttp import web
 
+    hidden = request.app.get("store_path") or "\0"  # a message names the store, never where it lies
     try:
         return await handler(request)
-    except web.HTTPException:
-        raise
+    except web.HTTPException as e:
+        if e.status < 400:
+            raise
+        return _error(e.status, e.reason)  # the router's own 404 and 405: a reply like any other, headers and all
     except (NotFound, StreamNotFound) as e:
-        return _error(404, str(e))
+        return _error(404, str(e).replace(hidden, "the store"))
     except (InvalidInput, Malformed, RayformError) as e:
         status = 422 if isinstance(e, Malformed) else 400
-        return _error(status, str(e))
+        return _error(status, str(e).replace(hidden, "the store"))
     except Exception as e:
         log.exception("rayform view: %s failed", request.path)
         return _error(500, f"{type(e).__name__} while reading {request.path} (the server's log has the details)")

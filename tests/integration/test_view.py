@@ -110,3 +110,42 @@ def test_a_remote_store_is_read_through_the_cache(s3_demo, tmp_path):
         code, err = server.stop()
     assert code == 130 and "Traceback" not in err and "testing" not in err  # no credential said
     assert any(p.is_file() for p in cache.rglob("*"))  # what the pages read came through the cache
+
+
+def test_the_loose_ends_a_range_of_nothing_the_routers_replies_and_no_path_in_errors(view_demo):
+    server, client, _ = view_demo
+    video = server.json("/api/segments?site=cams&task=CUPS")["rows"][0]
+    status, headers, _ = server.get(f"/api/segment/{video['id']}/video/cam/rgb", {"Range": "bytes=-0"})
+    assert status == 416 and headers["Content-Range"].startswith("bytes */")
+    for path, method, want in (("/api/nothing/here", "GET", 404), ("/api/sites", "POST", 405)):
+        got, headers, body = server.get(path, method=method)
+        assert got == want and headers["X-Content-Type-Options"] == "nosniff" and "Content-Security-Policy" in headers
+        assert json.loads(body)["error"]
+    status, _, body = server.get("/api/segment/seg_000000000000")
+    assert status == 404 and client.store.display not in body.decode() and str(Path(client.store.display).parent) \
+        not in body.decode()
+
+
+def test_concurrent_first_requests_for_a_video_remux_it_once(shared_demo, monkeypatch):
+    import threading
+
+    from rayform.view import episode
+    from rayform.view.server import View
+
+    client, _ = shared_demo
+    from tests.conftest import recorded_video
+
+    stream, _ = recorded_video(24)
+    ref = client.segments.add("cams-once", "one-video", [stream])
+    view = View(client)
+    made = []
+    real = episode.remux
+    monkeypatch.setattr(episode, "remux", lambda seg, name: made.append(name) or real(seg, name))
+    out: list[bytes] = []
+    threads = [threading.Thread(target=lambda: out.append(view.episodes.mp4(ref.id, ref.version, "cam/rgb")))
+               for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(made) == 1 and len(out) == 8 and len(set(out)) == 1

@@ -257,3 +257,31 @@ def test_the_flagged_filter_reaches_each_planted_episode_and_its_page_marks_the_
         page.go_back()
         page.wait_for_selector("#segments tr.row")
     assert not page.errors
+
+
+@pytest.mark.parametrize("speed", ["0.5", "2"])
+def test_the_camera_and_the_plots_keep_one_clock_at_half_and_double_speed(page, view_demo, speed):
+    server, _, _ = view_demo
+    row = _row(server, "video-episode")
+    _open(page, server, f"/segment/{row['id']}?version={row['version']}", "video[data-camera='cam/rgb']")
+    page.wait_for_function("document.querySelector('video').readyState >= 2", timeout=30_000)
+    lead = server.json(f"/api/segment/{row['id']}")["streams"][0]["mp4_start"]
+    page.select_option("#speed", speed)
+    page.click("#play")
+    worst = 0.0
+    for _ in range(8):  # while it plays: the clock the plots follow is the video's
+        page.wait_for_timeout(120)
+        clock, video = page.evaluate("[Number(document.querySelector('#time').dataset.t), "
+                                     "document.querySelector('video').currentTime]")
+        if clock < 0.95 * float(page.evaluate("document.querySelector('#scrub').max")):
+            worst = max(worst, abs(clock - (video + lead)))
+    page.click("#play")
+    assert worst < 1 / 30, worst
+    # Home and End on the focused speed menu change the speed, and only the speed
+    page.focus("#speed")
+    t = page.get_attribute("#time", "data-t")
+    page.keyboard.press("End")
+    assert page.input_value("#speed") == "4" and page.get_attribute("#time", "data-t") == t
+    page.keyboard.press("Home")
+    assert page.input_value("#speed") == "0.25" and page.get_attribute("#time", "data-t") == t
+    assert not page.errors, page.errors

@@ -199,8 +199,9 @@ async function episodePage(main, id, version) {
   function tick(now) {
     if (!clock.playing) return;
     const lead = cams.find((c) => c.mode === "video" && !c.media.paused && c.media.readyState >= 2);
-    // a playing video is the clock (the browser decodes at its own pace); else the wall clock
-    if (lead && clock.speed === 1) clock.t = lead.media.currentTime + lead.offset;
+    // a playing video is the clock at any speed (the browser decodes at its own pace, at its
+    // playbackRate); else the wall clock
+    if (lead) clock.t = lead.media.currentTime + lead.offset;
     else clock.t += ((now - last) / 1000) * clock.speed;
     last = now;
     if (clock.t >= duration) { clock.t = duration; toggle(); }
@@ -222,6 +223,7 @@ async function episodePage(main, id, version) {
   slider.addEventListener("input", () => { if (clock.playing) toggle(); seek(Number(slider.value)); });
   const keys = (e) => {
     if (e.target instanceof HTMLInputElement && e.target.type !== "range") return;
+    if (e.target instanceof HTMLSelectElement) return;  // its keys are its own (Home/End: the first or last speed)
     if (e.key === " ") { e.preventDefault(); toggle(); }
     else if (e.key === "ArrowRight") { e.preventDefault(); e.shiftKey ? seek(clock.t + 1) : stepFrames(1); }
     else if (e.key === "ArrowLeft") { e.preventDefault(); e.shiftKey ? seek(clock.t - 1) : stepFrames(-1); }
