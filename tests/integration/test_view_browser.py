@@ -285,3 +285,25 @@ def test_the_camera_and_the_plots_keep_one_clock_at_half_and_double_speed(page, 
     page.keyboard.press("Home")
     assert page.input_value("#speed") == "0.25" and page.get_attribute("#time", "data-t") == t
     assert not page.errors, page.errors
+
+
+def test_the_time_is_in_the_address_and_n_p_step_through_the_list(page, planted_view):
+    server, _ = planted_view
+    _open(page, server, "/segments?sort=name", "#segments tr.row")
+    names = page.locator("#segments tr.row td a").all_inner_texts()
+    page.locator("#segments tr.row td a", has_text=names[3]).click()
+    page.wait_for_selector("#title")
+    page.keyboard.press("Shift+ArrowRight")
+    page.keyboard.press("Shift+ArrowRight")
+    assert "t=2.00" in page.evaluate("location.hash")
+    page.reload()
+    page.wait_for_selector("#title")
+    assert float(page.get_attribute("#time", "data-t")) == pytest.approx(2.0)
+    page.keyboard.press("n")
+    page.wait_for_function(f"document.querySelector('#title') && document.querySelector('#title').textContent === "
+                           f"'{names[4]}'")
+    for back in (names[3], names[2]):
+        page.keyboard.press("p")
+        page.wait_for_function(f"document.querySelector('#title') && document.querySelector('#title').textContent === "
+                               f"'{back}'")
+    assert not page.errors, page.errors

@@ -154,7 +154,7 @@ class Camera {
   }
 }
 
-async function episodePage(main, id, version) {
+async function episodePage(main, id, version, startAt = 0) {
   const summary = await api(`/api/segment/${encodeURIComponent(id)}${q({ version })}`);
   const series = await api(`/api/segment/${encodeURIComponent(id)}/series${q({ version: summary.version })}`);
   const clock = { t: 0, playing: false, speed: 1 };
@@ -187,7 +187,19 @@ async function episodePage(main, id, version) {
     for (const c of cams) c.show(clock.t, clock.playing);
     for (const p of plots) p.draw(clock.t);
   }
-  function seek(t) { clock.t = Math.min(Math.max(0, t), duration); render(); }
+  function seek(t) { clock.t = Math.min(Math.max(0, t), duration); render(); remember(); }
+  // the time in the address (#/segment/ID?version=…&t=12.30): a link or a reload comes back to it
+  function remember() {
+    if (clock.playing) return;
+    history.replaceState(null, "", `#/segment/${encodeURIComponent(summary.id)}${q({ version: summary.version, t: clock.t.toFixed(2) })}`);
+  }
+  // the next or previous episode of the list last shown
+  function neighbour(step) {
+    const list = JSON.parse(sessionStorage.getItem("rayform.list") || "[]");
+    const at = list.findIndex(([i]) => i === summary.id);
+    const next = at >= 0 ? list[at + step] : undefined;
+    if (next) location.hash = segmentLink(next[0], next[1]);
+  }
   function stepFrames(n) {
     if (clock.playing) toggle();
     if (cams.length && cams[0].times.length) {
@@ -217,6 +229,7 @@ async function episodePage(main, id, version) {
       last = performance.now(); frame = requestAnimationFrame(tick);
     } else cancelAnimationFrame(frame);
     render();
+    remember();
   }
   play.addEventListener("click", toggle);
   speed.addEventListener("change", () => { clock.speed = Number(speed.value); for (const c of cams) if (c.mode === "video") c.media.playbackRate = clock.speed; });
@@ -227,6 +240,8 @@ async function episodePage(main, id, version) {
     if (e.key === " ") { e.preventDefault(); toggle(); }
     else if (e.key === "ArrowRight") { e.preventDefault(); e.shiftKey ? seek(clock.t + 1) : stepFrames(1); }
     else if (e.key === "ArrowLeft") { e.preventDefault(); e.shiftKey ? seek(clock.t - 1) : stepFrames(-1); }
+    else if (e.key === "n") neighbour(1);
+    else if (e.key === "p") neighbour(-1);
     else if (e.key === "Home") seek(0);
     else if (e.key === "End") seek(duration);
   };
@@ -251,7 +266,8 @@ async function episodePage(main, id, version) {
       slider, time, speed),
     flagBar, health,
     el("div", { class: "muted" }, "keys: ", el("span", { class: "kbd" }, "space"), " play · ",
-      el("span", { class: "kbd" }, "← →"), " a frame · ", el("span", { class: "kbd" }, "shift ← →"), " a second · click a plot to go there"),
+      el("span", { class: "kbd" }, "← →"), " a frame · ", el("span", { class: "kbd" }, "shift ← →"), " a second · ",
+      el("span", { class: "kbd" }, "n p"), " the next or previous episode of the list · click a plot to go there"),
     el("div", { class: "cameras" }, cams.map((c) => c.node)),
     plots.map((p) => p.node),
     Object.keys(summary.meta).length ? [el("h2", {}, "Metadata"), meta] : null,
@@ -260,5 +276,5 @@ async function episodePage(main, id, version) {
       el("th", {}, "shape"), el("th", {}, "dtype"), el("th", {}, "encoding")),
     summary.streams.map((s) => el("tr", {}, el("td", {}, s.name), el("td", {}, s.kind), el("td", { class: "num" }, s.count),
       el("td", {}, `(${s.shape.join(", ")})`), el("td", {}, s.dtype), el("td", {}, s.codec || s.encoding || "")))));
-  render();
+  if (startAt) seek(startAt); else render();
 }

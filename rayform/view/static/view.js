@@ -72,7 +72,7 @@ async function route() {
   put(main, el("p", { class: "muted" }, "Loading…"));
   try {
     if (parts[0] === "segments") await segmentsPage(main, params);
-    else if (parts[0] === "segment") await episodePage(main, parts[1], params.get("version"));
+    else if (parts[0] === "segment") await episodePage(main, parts[1], params.get("version"), Number(params.get("t")) || 0);
     else if (parts[0] === "slice") await slicePage(main, parts[1]);
     else if (parts[0] === "pack") await packPage(main, parts[1], parts[2], params);
     else await homePage(main);
@@ -150,6 +150,8 @@ async function segmentsPage(main, params) {
       el("td", { class: r.flags.length ? "flags flagged" : "flags muted",
         title: r.findings.map((x) => `${x.kind} ${x.stream}`).join("\n") }, r.flags.join(", ")),
       el("td", { class: "muted meta-cell", title: JSON.stringify(r.meta) }, metaText(r.meta)), el("td", { class: "muted" }, r.id))));
+  // the list an episode page steps through (n, p): this page's rows, in order
+  sessionStorage.setItem("rayform.list", JSON.stringify(page.rows.map((r) => [r.id, r.version])));
   const last = Math.min(offset + PAGE, page.total);
   const pager = el("div", { class: "pager" },
     el("button", { disabled: offset <= 0, onclick: () => go({ ...f, offset: Math.max(0, offset - PAGE) }) }, "‹ previous"),
