@@ -247,6 +247,11 @@ def test_the_flagged_filter_reaches_each_planted_episode_and_its_page_marks_the_
     for name, kind in planted.items():
         page.locator("#segments tr.row td a", has_text=name).click()
         page.wait_for_selector("#health")
+        if kind == "spike":  # the pointer over the spike reads its value
+            box = page.locator("canvas[data-stream='joints']").bounding_box()
+            page.mouse.move(box["x"] + box["width"] * 3.0 / 5.9, box["y"] + box["height"] / 2)
+            readout = page.inner_text(".readout[data-stream='joints']")
+            assert readout.startswith("3.000 s") and "1 1.0000e+6" in readout, readout
         finding = page.locator(f"#health .finding[data-kind='{kind}']")
         assert finding.count() == 1 and "joints" in finding.inner_text()
         if kind != "constant":  # a moment or a range of time: marked on the bar under the slider

@@ -26,6 +26,15 @@ class Plot {
       const box = this.canvas.getBoundingClientRect();
       onSeek(((e.clientX - box.left) / box.width) * duration);
     });
+    // the values under the pointer: the sample nearest its time, each element shown
+    this.readout = el("div", { class: "readout muted", "data-stream": name }, "\u00a0");
+    this.canvas.addEventListener("mousemove", (e) => {
+      const box = this.canvas.getBoundingClientRect();
+      const t = ((e.clientX - box.left) / box.width) * duration, i = lastAtOrBefore(s.t, t);
+      const k = i + 1 < s.t.length && s.t[i + 1] - t < t - s.t[i] ? i + 1 : i;
+      this.readout.textContent = `${s.t[k].toFixed(3)} s  ` + [...this.shown].map((j) =>
+        `${s.labels[j]} ${s.values[j][k] === null ? "—" : Number(s.values[j][k]).toPrecision(5)}`).join("  ");
+    });
     const legend = el("div", { class: "legend" }, s.labels.map((label, k) => {
       const item = el("span", { class: this.shown.has(k) ? "on" : "off", style: `color:${color(k)}`,
         title: "show or hide", "data-element": k }, `■ ${label}`);
@@ -39,7 +48,7 @@ class Plot {
     this.node = el("div", { class: "plot" }, el("div", {}, el("b", {}, name), " ",
       el("span", { class: "muted" }, `${s.kind}${s.units ? ", " + s.units : ""}`
         + (s.labels.length > COLORS.length ? ` · ${s.labels.length} elements: click a name to show or hide it` : ""))),
-    legend, this.canvas);
+    legend, this.canvas, this.readout);
     this.base = null;
   }
 
