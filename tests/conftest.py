@@ -229,7 +229,7 @@ def recorded_video(frames: int = 12, lead: int = 0, size: int = 64, name: str = 
     from rayform.codec.video import PyAVDecoder
     from rayform.codec.video_encoder import VideoCodec
 
-    clip = VideoCodec(codec, crf, clip_frames=4).encode(moving_texture(frames, size, seed), 30)
+    clip = VideoCodec(codec, crf, clip_frames=4).encode(moving_texture(frames, size, seed))
     decoded = PyAVDecoder().decode(clip, range(frames), None, "source")
     times = np.arange(frames, dtype=np.int64) * (1_000_000_000 // 30)
     stream = rayform.VideoStream(name, times[lead:], list(clip.packets), times,

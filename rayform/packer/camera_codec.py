@@ -92,7 +92,7 @@ class VideoFacts:
         encoded = frames = 0
         for seg, shows in self.trials:
             try:
-                clip = settings.encode([seg.video(self.name).frame(int(i)) for i in shows], self.spec.fps)
+                clip = settings.encode([seg.video(self.name).frame(int(i)) for i in shows])
             except Malformed:  # a damaged recording: reading it says so (rayform verify --decode)
                 continue
             encoded += clip.nbytes

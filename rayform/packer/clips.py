@@ -94,7 +94,7 @@ def _clip(seg: Segment, name: str, s: StreamSchema, spec: PackSpec, shows: np.nd
     # same group) and at the frame each keyframe_every-th sample shows: history read across a
     # group's edge decodes the group before, inside the clip
     starts = where[spec.keyframe_every::spec.keyframe_every, 0]
-    return codec.encode([_frame(seg, name, int(i), spec) for i in shown], spec.fps, starts.tolist()), where
+    return codec.encode([_frame(seg, name, int(i), spec) for i in shown], starts.tolist()), where
 
 
 def _frame(seg: Segment, name: str, index: int, spec: PackSpec) -> np.ndarray:

@@ -78,7 +78,7 @@ def _psnr(video: VideoSchema, clips: list[np.ndarray], spec: PackSpec) -> float:
     decoder = PyAVDecoder()
     decoded = []
     for frames in clips:
-        clip = codec.encode(list(frames), spec.fps)
+        clip = codec.encode(list(frames))
         got = decoder.decode(clip, range(clip.frames), None, "quality sample")
         decoded.append(np.stack([got[i] for i in range(clip.frames)]))
     return psnr(np.concatenate(clips), np.concatenate(decoded))

@@ -22,7 +22,7 @@ FRAMES = moving_texture(8, 64)
 def test_every_frame_of_a_clip_comes_back(codec):
     if codec not in encoders():
         pytest.skip(f"this FFmpeg has no {codec} encoder")
-    clip = read_clip(VideoCodec(codec).encode(FRAMES, 30).to_bytes(), "clip", codec, (64, 64))
+    clip = read_clip(VideoCodec(codec).encode(FRAMES).to_bytes(), "clip", codec, (64, 64))
     decoder = PyAVDecoder()
     got = decoder.decode(clip, range(8), None, "clip")
     assert sorted(got) == list(range(8)) and decoder.decoded == 8
@@ -32,7 +32,7 @@ def test_every_frame_of_a_clip_comes_back(codec):
 
 
 def test_a_frame_asked_alone_decodes_from_its_keyframe_and_only_that_far():
-    clip = VideoCodec("h264", clip_frames=8).encode(FRAMES, 30)
+    clip = VideoCodec("h264", clip_frames=8).encode(FRAMES)
     decoder = PyAVDecoder()
     alone = decoder.decode(clip, [5], None, "clip")[5]
     assert decoder.decoded == 6  # frames 0..5: the keyframe and the P-frames up to it
@@ -40,13 +40,13 @@ def test_a_frame_asked_alone_decodes_from_its_keyframe_and_only_that_far():
 
 
 def test_frames_decode_at_the_size_asked():
-    clip = VideoCodec("h264").encode(FRAMES, 30)
+    clip = VideoCodec("h264").encode(FRAMES)
     got = PyAVDecoder().decode(clip, [0, 7], (32, 48), "clip")
     assert got[0].shape == (32, 48, 3) and got[7].dtype == np.uint8
 
 
 def test_garbage_packets_are_one_malformed_naming_the_clip():
-    clip = VideoCodec("h264").encode(FRAMES, 30)
+    clip = VideoCodec("h264").encode(FRAMES)
     rng = np.random.default_rng(1)
     for bad in (dataclasses.replace(clip, packets=(rng.bytes(300),) * clip.frames),
                 dataclasses.replace(clip, packets=clip.packets[:3])):  # fewer frames than it says
@@ -57,7 +57,7 @@ def test_garbage_packets_are_one_malformed_naming_the_clip():
 
 
 def test_a_frame_of_another_size_than_the_clip_says_is_refused():
-    small = VideoCodec("h264").encode(moving_texture(2, 32), 30)
+    small = VideoCodec("h264").encode(moving_texture(2, 32))
     lying = dataclasses.replace(small, width=64, height=64)
     with pytest.raises(Malformed, match="decoded 32x32, the clip says 64x64"):
         PyAVDecoder().decode(lying, [0], None, "sample 1")
@@ -81,7 +81,7 @@ def test_a_decoder_used_before_a_fork_decodes_in_the_forked_process():
     import os
     import time
 
-    clip = VideoCodec("h264").encode(FRAMES, 30)
+    clip = VideoCodec("h264").encode(FRAMES)
     decoder = PyAVDecoder()
     want = decoder.decode(clip, [7], None, "clip")[7]
     pid = os.fork()
@@ -133,7 +133,7 @@ def test_a_clip_whose_bitstream_claims_a_larger_size_is_refused_before_its_frame
     import msgpack
 
     tile = np.random.default_rng(0).integers(0, 255, (4, 16, 16, 3), np.uint8)
-    big = VideoCodec("h264", None, "ultrafast", clip_frames=4).encode(np.tile(tile, (1, 256, 256, 1)), 30)
+    big = VideoCodec("h264", None, "ultrafast", clip_frames=4).encode(np.tile(tile, (1, 256, 256, 1)))
     (tmp_path / "clip").write_bytes(msgpack.packb({"packets": list(big.packets), "keys": list(big.keys),
                                                    "extradata": big.extradata}))
     runs = {mode: subprocess.run([sys.executable, "-c", HOSTILE_SPS, mode, str(tmp_path / "clip")], capture_output=True,

@@ -16,9 +16,9 @@ from rayform.errors import InvalidInput
 
 @pytest.mark.parametrize("codec", ["h264", "av1"])
 def test_a_clip_is_one_keyframe_then_frames_in_order(codec):
-    clip = VideoCodec(codec, clip_frames=6).encode(moving_texture(6, 64), 30)
+    clip = VideoCodec(codec, clip_frames=6).encode(moving_texture(6, 64))
     assert clip.frames == len(clip.packets) == 6 and clip.keys == (0,) and not clip.reorders
-    longer = VideoCodec(codec, clip_frames=4).encode(moving_texture(9, 64), 30)
+    longer = VideoCodec(codec, clip_frames=4).encode(moving_texture(9, 64))
     assert longer.keys[0] == 0 and set(longer.keys) <= {0, 4, 8}  # a keyframe every clip_frames at most
 
 
@@ -31,7 +31,7 @@ def test_defaults_and_checks():
 
 def test_frames_of_an_odd_size_ask_for_a_resize():
     with pytest.raises(InvalidInput, match="even width and height.*resize"):
-        VideoCodec().encode(moving_texture(2, 64)[:, :63], 30)
+        VideoCodec().encode(moving_texture(2, 64)[:, :63])
 
 
 @pytest.mark.parametrize("codec", ["h264", "av1", "hevc"])
@@ -45,7 +45,7 @@ def test_encoding_leaves_the_thread_s_scheduling_as_it_was(codec):
     code = ("import os, numpy as np; from rayform.codec.video_encoder import VideoCodec; "
             "os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0)); "
             "before = os.sched_getscheduler(0), os.sched_getparam(0); "
-            f"VideoCodec({codec!r}, clip_frames=4).encode(np.zeros((8, 64, 64, 3), np.uint8), 30); "
+            f"VideoCodec({codec!r}, clip_frames=4).encode(np.zeros((8, 64, 64, 3), np.uint8)); "
             "print(before == (os.sched_getscheduler(0), os.sched_getparam(0)))")
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert run.stdout.split() == ["True"], run.stderr  # a fresh process, as an ordinary one: nothing inherited hides it
@@ -57,7 +57,7 @@ import numpy as np
 from rayform.codec.video_encoder import VideoCodec
 frames = np.load(sys.argv[1])
 for _ in range(3):
-    print(hashlib.sha256(b"".join(VideoCodec(sys.argv[2]).encode(frames, 15).packets)).hexdigest())
+    print(hashlib.sha256(b"".join(VideoCodec(sys.argv[2]).encode(frames).packets)).hexdigest())
 """
 
 

@@ -39,12 +39,12 @@ def test_a_frozen_stretch_of_recorded_video_is_found_from_its_packets_alone():
     from rayform.codec.video_encoder import VideoCodec
 
     pictures = moving_texture(120, 64)
-    clean = VideoCodec("h264", None, clip_frames=30).encode(pictures, 30)
+    clean = VideoCodec("h264", None, clip_frames=30).encode(pictures)
     keys = np.isin(np.arange(120), clean.keys)
     sizes = np.array([len(p) for p in clean.packets])
     assert _kinds(health.video("cam", _ts(120), _ts(120), sizes, keys)) == {}
     pictures[40:100] = pictures[40]
-    frozen = VideoCodec("h264", None, clip_frames=30).encode(pictures, 30)
+    frozen = VideoCodec("h264", None, clip_frames=30).encode(pictures)
     sizes = np.array([len(p) for p in frozen.packets])
     found = _kinds(health.video("cam", _ts(120), _ts(120), sizes, np.isin(np.arange(120), frozen.keys)))
     assert found.get("frozen", 0) >= 1.0, sizes.tolist()
