@@ -68,17 +68,22 @@ def test_a_depth_camera_stays_an_image_beside_a_video_camera(tmp_path):
     assert x["cam/rgb"].shape == (3, 32, 32)
 
 
-def test_real_camera_frames_take_a_tenth_of_jpeg_s_bytes_at_jpeg_s_psnr(real_data, tmp_path):
-    """The targets of benchmarks/video.py, on fewer frames: the v2.1 example's (busier) camera
-    at 224x224, packed as JPEG q90 and as H.264 with the defaults."""
+def _g1_frames(real_data) -> np.ndarray:
+    """The v2.1 example's (busier) camera: its first 160 frames at 224x224."""
     import av
 
     from rayform.codec import imagecodec
 
     path = next((real_data / "lerobot_v21_unitree_g1_subset").glob("videos/**/episode_000001.mp4"))
     with av.open(str(path)) as container:
-        frames = np.stack([imagecodec.resize(f.to_ndarray(format="rgb24"), (224, 224))
-                           for _, f in zip(range(160), container.decode(video=0))])
+        return np.stack([imagecodec.resize(f.to_ndarray(format="rgb24"), (224, 224))
+                         for _, f in zip(range(160), container.decode(video=0))])
+
+
+def test_real_camera_frames_take_a_tenth_of_jpeg_s_bytes_at_jpeg_s_psnr(real_data, tmp_path):
+    """The targets of benchmarks/video.py, on fewer frames: the v2.1 example's (busier) camera
+    at 224x224, packed as JPEG q90 and as H.264 with the defaults."""
+    frames = _g1_frames(real_data)
     client = rayform.Client(tmp_path / "store")
     t = np.arange(80, dtype=np.int64) * round(1e9 / 30)
     refs = [client.segments.add("lab", f"ep{e}", [rayform.ImageStream("cam/rgb", t, frames[e * 80:(e + 1) * 80])])
@@ -104,14 +109,7 @@ def test_bytes_a_frame_hardly_grow_at_a_lower_pack_rate(real_data, tmp_path):
     nominal rate, so a lower pack rate costs only what its larger steps between frames do (an
     encoder told the pack's rate spent 1.54x and 2.0x the bytes a frame), each within 1.5 dB of
     JPEG q90's PSNR as the pack measures it."""
-    import av
-
-    from rayform.codec import imagecodec
-
-    path = next((real_data / "lerobot_v21_unitree_g1_subset").glob("videos/**/episode_000001.mp4"))
-    with av.open(str(path)) as container:
-        frames = np.stack([imagecodec.resize(f.to_ndarray(format="rgb24"), (224, 224))
-                           for _, f in zip(range(160), container.decode(video=0))])
+    frames = _g1_frames(real_data)
     client = rayform.Client(tmp_path / "store")
     t = np.arange(80, dtype=np.int64) * round(1e9 / 30)
     s = client.slices.create([client.segments.add("lab", f"ep{e}", [rayform.ImageStream(
