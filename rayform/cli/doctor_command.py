@@ -24,38 +24,51 @@ def run(args: argparse.Namespace) -> int:
         raise InvalidInput("doctor: name a slice or --site, not both")
     table = client.segments.catalog.latest(check_site(args.site) if args.site else None, columns=COLUMNS)
     if args.slice:
-        chosen = client.slices.get(args.slice)
-        wanted = {(s.id, s.version) for s in chosen.segments}
-        rows = [r for r in table.to_pylist() if (r["id"], r["version"]) in wanted]
-        if len(rows) < len(wanted):  # an older version than the catalog's latest: its own row
-            found = {(r["id"], r["version"]) for r in rows}
-            for sid, version in sorted(wanted - found):
-                seg = client.segments.get(sid, version)
-                rows.append({"id": sid, "name": seg.name, "site": seg.site, "version": version, "task": seg.task,
-                             "duration_s": None, "start_ns": min(int(seg.timestamps(n)[0]) for n in seg.streams),
-                             "stream_names": sorted(seg.streams), "health": None, "flags": None})
-    else:
-        rows = table.to_pylist()
-    unmeasured = sum(r["health"] is None for r in rows)
-    checked = doctor.check(rows, lambda sid, v: client.segments.get(sid, v),
-                           _bar(unmeasured, args.quiet or args.json))
-    flagged = [(c, r) for c, r in zip(checked, rows) if c.flagged]
-    kinds = Counter(f["kind"] for c, _ in flagged for f in c.findings)
+        table = _of_slice(client, table, args.slice)
+    unmeasured = table.column("health").null_count
+    flagged = doctor.check(table, lambda sid, v: client.segments.get(sid, v), _bar(unmeasured, args.quiet or args.json))
+    kinds = Counter(f["kind"] for c in flagged for f in c.findings)
     if args.json:
-        print(json.dumps({"episodes": len(rows), "measured_now": unmeasured, "flagged": len(flagged),
+        print(json.dumps({"episodes": table.num_rows, "measured_now": unmeasured, "flagged": len(flagged),
                           "kinds": dict(sorted(kinds.items())),
                           "findings": [{"id": c.id, "name": c.name, "site": c.site, "version": c.version,
-                                        "findings": c.findings} for c, _ in flagged]}))
+                                        "findings": c.findings} for c in flagged]}))
     else:
-        for c, r in flagged:
+        for c in flagged:
             for f in c.findings:
-                print(f"{c.id}  {c.name}  {doctor.describe(f, int(r['start_ns'] or 0))}")
+                print(f"{c.id}  {c.name}  {doctor.describe(f, c.start_ns)}")
         what = f"slice {args.slice}" if args.slice else f"site {args.site}" if args.site else client.store.display
         summary = ", ".join(f"{kind} {n}" for kind, n in sorted(kinds.items()))
-        print(f"{plural(len(flagged), 'flagged episode')} of {len(rows)} in {what}"
+        print(f"{plural(len(flagged), 'flagged episode')} of {table.num_rows} in {what}"
               + (f": {summary}" if summary else "")
               + (f" ({unmeasured} measured now: ingested before health signals)" if unmeasured else ""))
     return 1 if flagged else 0
+
+
+def _of_slice(client: Any, table: Any, name: str) -> Any:
+    """The catalog's rows of a slice's segment versions (a version older than the latest: a row
+    made from its manifest, its health not stored: measured)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    chosen = client.slices.get(name)
+    wanted = {f"{s.id}@{s.version}" for s in chosen.segments}
+    keys = pc.binary_join_element_wise(table.column("id"), table.column("version"), "@")
+    mine = table.filter(pc.is_in(keys, value_set=pa.array(sorted(wanted), pa.string())))
+    older = sorted(wanted - set(pc.binary_join_element_wise(mine.column("id"), mine.column("version"), "@")
+                                .to_pylist()))
+    if not older:
+        return mine
+    rows = []
+    for key in older:
+        sid, version = key.split("@")
+        seg = client.segments.get(sid, version)
+        start = min(int(seg.timestamps(n)[0]) for n in seg.streams)
+        end = max(int(seg.timestamps(n)[-1]) for n in seg.streams)
+        rows.append({"id": sid, "name": seg.name, "site": seg.site, "version": version, "task": seg.task,
+                     "duration_s": (end - start) / 1e9, "start_ns": start, "stream_names": sorted(seg.streams),
+                     "health": None, "flags": None})
+    return pa.concat_tables([mine, pa.Table.from_pylist(rows, schema=mine.schema)])
 
 
 def _bar(total: int, quiet: bool) -> Any:

@@ -11,8 +11,8 @@ that at least 90% of its site's episodes have and it lacks).
 from __future__ import annotations
 
 import json
-from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections import defaultdict
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +35,7 @@ class Checked:
     site: str
     version: str
     findings: list[dict[str, Any]] = field(default_factory=list)
+    start_ns: int = 0  # the episode's first timestamp: findings are told in seconds from it
 
     @property
     def flagged(self) -> bool:
@@ -62,48 +63,82 @@ def measure(seg: Segment) -> dict[str, Any]:
     return health.summary(found + health.arrays_together(arrays))
 
 
-def check(rows: Sequence[dict[str, Any]], open_segment: Callable[[str, str], Segment],
+def check(table: Any, open_segment: Callable[[str, str], Segment],
           progress: Callable[[Iterable[Any]], Iterable[Any]] = lambda x: x) -> list[Checked]:
-    """Each row (catalog columns id, name, site, version, task, duration_s, stream_names, health,
-    flags) checked: its stored findings (measured now where it has none), and the population's."""
-    out = []
-    unmeasured = [r for r in rows if r.get("health") is None]
-    measured = {(r["id"], r["version"]): measure(open_segment(r["id"], r["version"])) for r in progress(unmeasured)}
-    for r in rows:
-        doc = measured.get((r["id"], r["version"]))
-        if doc is None:  # measured at ingest: its findings are read only where it was flagged
-            doc = json.loads(r["health"]) if r.get("flags") else {}
-        out.append(Checked(r["id"], r["name"], r["site"], r["version"], list(doc.get("findings", []))))
-    _population(rows, out)
+    """The flagged episodes of a catalog table (columns id, name, site, version, task,
+    duration_s, start_ns, stream_names, health, flags), column by column: the findings stored
+    at ingest (parsed only for rows flagged), those of rows never measured (their segments
+    read now), and the population's; only the rows with a finding become Python objects."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    findings: dict[int, list[dict[str, Any]]] = {}
+    flagged = np.flatnonzero(pc.fill_null(pc.list_value_length(table.column("flags")), 0).to_numpy(zero_copy_only=False))
+    for i, doc in zip(flagged, table.take(pa.array(flagged, pa.int64())).column("health").to_pylist()):
+        findings[int(i)] = list(json.loads(doc).get("findings", []))
+    unmeasured = np.flatnonzero(table.column("health").is_null().to_numpy(zero_copy_only=False))
+    rows = table.take(pa.array(unmeasured, pa.int64())).select(["id", "version"]).to_pylist()
+    for row, r in progress(list(zip(unmeasured.tolist(), rows))):
+        found = measure(open_segment(r["id"], r["version"]))["findings"]
+        if found:
+            findings[row] = list(found)
+    for row, found in _population(table).items():
+        findings.setdefault(row, []).extend(found)
+    at = sorted(findings)
+    shown = table.take(pa.array(at, pa.int64())).select(["id", "name", "site", "version", "start_ns"]).to_pylist()
+    return [Checked(r["id"], r["name"], r["site"], r["version"], findings[i], r["start_ns"] or 0)
+            for i, r in zip(at, shown)]
+
+
+def _population(table: Any) -> dict[int, list[dict[str, Any]]]:
+    """Findings that need the population: lengths far from their site and task's, and streams
+    most of a site's episodes have that one lacks."""
+    import pyarrow.compute as pc
+
+    out: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    sites = _codes(table.column("site"))
+    groups = _codes(pc.binary_join_element_wise(table.column("site"), pc.fill_null(table.column("task"), ""), "\0"))
+    lengths = pc.fill_null(table.column("duration_s"), 0.0).to_numpy(zero_copy_only=False)
+    order = np.argsort(groups, kind="stable")
+    bounds = np.flatnonzero(np.diff(groups[order])) + 1
+    for members in np.split(order, bounds):
+        if len(members) < _MIN_PEERS:
+            continue
+        mine = lengths[members]
+        median = float(np.median(mine))
+        scale = max(health._MAD * float(np.median(np.abs(mine - median))), 0.05 * median, 1e-9)
+        for j in np.flatnonzero(np.abs(mine - median) / scale >= DURATION_Z):
+            out[int(members[j])].append({"kind": "duration", "stream": "", "value": round(float(
+                abs(mine[j] - median) / scale), 3), "start_ns": 0, "end_ns": 0, "seconds": float(mine[j]),
+                "usual": round(median, 3)})
+    names = table.column("stream_names")
+    flat = pc.list_flatten(names)
+    if not len(flat):
+        return out
+    parents = pc.list_parent_indices(names).to_numpy(zero_copy_only=False)
+    encoded = pc.dictionary_encode(flat).combine_chunks()
+    streams, vocabulary = encoded.indices.to_numpy(zero_copy_only=False), encoded.dictionary.to_pylist()
+    per_site = np.bincount(sites, minlength=sites.max() + 1)
+    pairs = np.bincount(sites[parents] * len(vocabulary) + streams, minlength=len(per_site) * len(vocabulary))
+    common = (pairs.reshape(len(per_site), len(vocabulary)) >= COMMON * per_site[:, None]) & \
+        (per_site[:, None] >= _MIN_PEERS)
+    have = np.bincount(parents[common[sites[parents], streams]], minlength=len(sites))
+    for i in np.flatnonzero(have < common.sum(axis=1)[sites]):  # a row lacking one its site's have
+        present = set(streams[parents == i].tolist())
+        for k in np.flatnonzero(common[sites[i]]):
+            if int(k) not in present:
+                out[int(i)].append({"kind": "missing_stream", "stream": vocabulary[k], "value": 1.0, "start_ns": 0,
+                                    "end_ns": 0})
     return out
 
 
-def _population(rows: Sequence[dict[str, Any]], out: list[Checked]) -> None:
-    groups: dict[tuple[str, str], list[int]] = defaultdict(list)
-    sites: dict[str, list[int]] = defaultdict(list)
-    for i, r in enumerate(rows):
-        groups[(r["site"], r.get("task") or "")].append(i)
-        sites[r["site"]].append(i)
-    for members in groups.values():
-        lengths = np.array([rows[i].get("duration_s") or 0.0 for i in members])
-        if len(members) < _MIN_PEERS:
-            continue
-        median = float(np.median(lengths))
-        scale = max(health._MAD * float(np.median(np.abs(lengths - median))), 0.05 * median, 1e-9)
-        for j, z in enumerate(np.abs(lengths - median) / scale):
-            if z >= DURATION_Z:
-                out[members[j]].findings.append({"kind": "duration", "stream": "", "value": round(float(z), 3),
-                                                 "start_ns": 0, "end_ns": 0, "seconds": float(lengths[j]),
-                                                 "usual": round(median, 3)})
-    for members in sites.values():
-        if len(members) < _MIN_PEERS:
-            continue
-        counts = Counter(s for i in members for s in (rows[i].get("stream_names") or []))
-        common = {s for s, n in counts.items() if n >= COMMON * len(members)}
-        for i in members:
-            for s in sorted(common - set(rows[i].get("stream_names") or [])):
-                out[i].findings.append({"kind": "missing_stream", "stream": s, "value": 1.0, "start_ns": 0,
-                                        "end_ns": 0})
+def _codes(column: Any) -> np.ndarray:
+    """A text column's values as small integers (equal text, equal code)."""
+    import pyarrow.compute as pc
+
+    encoded = pc.dictionary_encode(column).combine_chunks()
+    codes: np.ndarray = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    return codes
 
 
 def describe(finding: dict[str, Any], start_ns: int) -> str:

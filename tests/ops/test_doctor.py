@@ -129,6 +129,10 @@ def test_flags_are_queried_and_kept_out_of_a_slice(planted):
     clean = client.slices.create(where="not flagged", name="clean")
     names = {client.segments.get(s.id).name for s in clean.segments}
     assert not names & {n for n, (k, _) in where.items() if k not in ("missing_stream", "duration")}
+    # the slice keeps what only the population shows: doctor over it finds those two
+    report = json.loads(_doctor(client.store.root, "clean", "--json").stdout)
+    assert {f["name"] for f in report["findings"]} == {"planted_missing_stream", "planted_duration"}
+    assert report["episodes"] == len(clean.segments) == CLEAN + 2
     spiked = client.slices.create(where="'spike' in flags and health.spike > 1000", name="spiked")
     assert [client.segments.get(s.id).name for s in spiked.segments] == ["planted_spike"]
     frozen = client.slices.create(where="health.frozen > 1", name="frozen")
