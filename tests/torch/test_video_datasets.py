@@ -233,3 +233,14 @@ def test_a_shuffled_video_pack_is_told_once_how_to_read_it_a_clip_at_a_time(one_
                             shuffle=True):
             pass
         assert not [r for r in caplog.records if "batch_size=<the DataLoader's>" in r.getMessage()]
+
+
+def test_reading_a_video_pack_sample_by_sample_says_it_is_slow_and_how_to_fix_it(video_packs, caplog):
+    _, s, _, video = video_packs
+    with caplog.at_level("WARNING", logger="rayform"):
+        rayform.torch.StreamingEpisodeDataset(s, **KW, pack=video.key, batch_size=8)
+    assert not [r for r in caplog.records if "sample by sample" in r.getMessage()]
+    with caplog.at_level("WARNING", logger="rayform"):
+        rayform.torch.StreamingEpisodeDataset(s, **KW, pack=video.key)
+    [said] = [r.getMessage() for r in caplog.records if "sample by sample" in r.getMessage()]
+    assert video.key in said and "batch_size=<the DataLoader's>" in said and "DataLoader(dataset, batch_size=None)" in said
