@@ -37,15 +37,25 @@ def pack_for(slice_: Slice, spec: SampleSpec) -> Pack:
     store = slice_.store
     packs = Packs(store)
     horizon, history = spec.horizon, spec.deepest_history()
-    # an action part x_delta reads a recorded x_delta, else x's delta: the slice says which
-    recorded = slice_.segment(0).streams if any(a.endswith(DELTA) for a in spec.actions()) else {}
-    wanted = spec.streams(recorded)
+    # an action part x_delta reads a recorded x_delta, else x's delta: a pack's schema says which
+    # (its recorded streams), and only where no pack serves is a segment read to tell
     if spec.pack is not None:
-        return _checked(slice_, packs.named(slice_.id, spec.pack), spec, wanted, horizon, history)
+        named = packs.named(slice_.id, spec.pack)
+        return _checked(slice_, named, spec, spec.streams(named.schema), horizon, history)
+    wanted = spec.streams()
     try:
-        return packs.find(slice_.id, spec.fps, wanted, horizon, history, spec.resize)
+        found = packs.find(slice_.id, spec.fps, wanted, horizon, history, spec.resize)
+        recorded = spec.streams(found.schema)
+        return found if recorded == wanted else packs.find(slice_.id, spec.fps, recorded, horizon, history,
+                                                             spec.resize)
     except NotFound as e:
         missing = e
+    if any(a.endswith(DELTA) for a in spec.actions()) and spec.streams(slice_.segment(0).streams) != wanted:
+        wanted = spec.streams(slice_.segment(0).streams)  # a recorded x_delta no pack has as x's delta
+        try:
+            return packs.find(slice_.id, spec.fps, wanted, horizon, history, spec.resize)
+        except NotFound as e:
+            missing = e
     check_streams(slice_, wanted)
     at_fps = [p for p in packs.list(slice_.id) if float(p.fps) == float(spec.fps)]
     if at_fps:  # say what the ones there lack
