@@ -139,7 +139,7 @@ def _recorded(crf: int, gop: int, frames: int = 48, seed: int = 0) -> tuple[rayf
     from rayform.codec.video import PyAVDecoder
     from rayform.codec.video_encoder import VideoCodec
 
-    clip = VideoCodec("h264", crf, None, gop).encode(moving_texture(frames, 64, seed), 30)
+    clip = VideoCodec("h264", crf, None, gop).encode(moving_texture(frames, 64, seed))
     t = np.arange(frames, dtype=np.int64) * (1_000_000_000 // 30)
     decoded = PyAVDecoder().decode(clip, range(frames), None, "source")
     return (rayform.VideoStream("cam/rgb", t, list(clip.packets), t, np.isin(np.arange(frames), clip.keys), "h264",

@@ -19,7 +19,7 @@ LEAD, SAMPLES, GOP = 4, 64, 8
 @pytest.fixture(scope="module")
 def long_clip():
     frames = moving_texture(LEAD + SAMPLES, 32, seed=3)
-    clip = VideoCodec("h264", clip_frames=GOP).encode(frames, 30, [0, *range(LEAD + GOP, LEAD + SAMPLES, GOP)])
+    clip = VideoCodec("h264", clip_frames=GOP).encode(frames, [0, *range(LEAD + GOP, LEAD + SAMPLES, GOP)])
     # per sample: its frame now, then 1..4 steps back (as a pack's record says)
     table = np.stack([LEAD + np.arange(SAMPLES) - k for k in range(LEAD + 1)], axis=1)
     schema = StreamSchema("cam/rgb", "image", "cam.rgb.clip", "|u1", (32, 32, 3),
