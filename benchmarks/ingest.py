@@ -44,7 +44,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from statistics import median
 
+import numpy as np
+
 import rayform
+import rayform.codec.imagecodec
 
 REAL = Path(__file__).resolve().parents[2] / "shared" / "data" / "real" / "lerobot_v30_so101_ros2_example"
 
@@ -65,7 +68,11 @@ def main() -> None:
     ap.add_argument("--shards", type=int, default=8)
     ap.add_argument("--tf-python", help="a Python with TensorFlow, to time its reader on the same records")
     ap.add_argument("--s3", action="store_true", help="rlds: ingest from a bucket of a local S3 endpoint (moto)")
+    ap.add_argument("--episode-mb", type=int, help="rlds: the peak RSS of ingesting one episode of about this size")
     args = ap.parse_args()
+    if args.rlds and args.episode_mb:
+        one_episode(args.episode_mb)
+        return
     if args.rlds:
         rlds(args)
         return
@@ -168,6 +175,35 @@ def rlds(args: argparse.Namespace) -> None:
         ratio = f"{reference / t:10.2f}" if reference else f"{'':10}"
         asked = f" {median(requests[m]):15.1f}" if args.s3 and requests[m] else ""
         print(f"{m:46} {t:8.2f} {args.episodes / t:11.1f} {size / 1e6 / t:8.1f} {t / copy:12.2f} {ratio}{asked}")
+
+
+def one_episode(megabytes: int) -> None:
+    """The peak RSS of an ingest (one process) of a shard holding one episode of ``megabytes``:
+    what a task holds is one episode at a time, so this is its bound."""
+    import rlds_data
+    from video import real_frames
+
+    frames = real_frames()
+    per_step = 2 * np.mean([len(rayform.codec.imagecodec.encode_jpeg(f, 90)) for f in frames[:50]])
+    steps = int(megabytes * 1e6 / per_step)
+    with tempfile.TemporaryDirectory() as tmp:
+        size = rlds_data.write(Path(tmp) / "source", frames, 1, steps, 1)
+        source = Path(tmp) / "source" / rlds_data.NAME / "1.0.0"
+        # the child's own high-water mark (VmHWM: since its exec; ru_maxrss would count the fork's copy of
+        # this process), before and after the ingest
+        code = ("import re, sys\nimport rayform\n"
+                "hwm = lambda: int(re.search(r'VmHWM:\\s+(\\d+)', open('/proc/self/status').read()).group(1))\n"
+                "before = hwm()\n"
+                "rayform.Client(sys.argv[2]).ingest('rlds', [sys.argv[1]], 'bench', options={'fps': 10}, workers=1, "
+                "progress=False)\nprint(before, hwm())")
+        started = time.perf_counter()
+        out = subprocess.run([sys.executable, "-c", code, str(source), str(Path(tmp) / "store")], capture_output=True,
+                             text=True, check=True).stdout.split()
+        seconds = time.perf_counter() - started
+    before, peak = int(out[0]) * 1024, int(out[1]) * 1024
+    print(f"one episode of {steps} steps, {size / 1e6:.0f} MB in one shard: ingested in {seconds:.1f} s; peak RSS "
+          f"{peak / 2**20:.0f} MiB, {(peak - before) / 2**20:.0f} MiB over the process before it "
+          f"({(peak - before) / size:.2f}x the episode)")
 
 
 OFF = "health signals off: ingest"

@@ -72,8 +72,10 @@ def write(folder: Path, frames: np.ndarray, episodes: int, steps: int, shards: i
             first = (e * steps) % max(1, len(jpegs) - steps)
             ex = Example()
             f = ex.features.feature
-            f["steps/observation/image"].bytes_list.value.extend(jpegs[first:first + steps])
-            f["steps/observation/wrist_image"].bytes_list.value.extend(jpegs[first + 1:first + steps + 1])
+            # an episode longer than the frames there are goes round them again
+            f["steps/observation/image"].bytes_list.value.extend(jpegs[(first + k) % len(jpegs)] for k in range(steps))
+            f["steps/observation/wrist_image"].bytes_list.value.extend(
+                jpegs[(first + k + 1) % len(jpegs)] for k in range(steps))
             f["steps/observation/state"].float_list.value.extend(rng.normal(size=steps * 6).astype(np.float32))
             f["steps/action"].float_list.value.extend(rng.normal(size=steps * 6).astype(np.float32))
             f["steps/reward"].float_list.value.extend([0.0] * (steps - 1) + [1.0])

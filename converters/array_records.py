@@ -10,9 +10,10 @@ from rayform.converters.source_files import SourceFiles
 from rayform.errors import InvalidInput
 
 
-def array_records(files: SourceFiles, path: object, what: str, expected: int) -> Iterator[bytes]:
-    """Each record of the ArrayRecord file at ``path`` in order; ``expected`` as
-    dataset_info.json counts them (another count is refused before a record is read)."""
+def array_records(files: SourceFiles, path: object, what: str, expected: int) -> Iterator[list[bytes]]:
+    """Each record of the ArrayRecord file at ``path`` in order, in a list of one to pop (as
+    ``tfrecord.records``); ``expected`` as dataset_info.json counts them (another count is
+    refused before a record is read)."""
     try:
         from array_record.python.array_record_module import ArrayRecordReader
     except ImportError:
@@ -26,7 +27,7 @@ def array_records(files: SourceFiles, path: object, what: str, expected: int) ->
             if count != expected:
                 raise InvalidInput(f"{what}: {count} records, dataset_info.json lists {expected}")
             for index in range(count):
-                yield _checked(reader.read, f"{what}: record {index}")
+                yield [_checked(reader.read, f"{what}: record {index}")]  # as tfrecord.records: popped
         finally:
             _checked(reader.close, f"{what}: its end")
 

@@ -165,18 +165,20 @@ class RldsDataset:
         what = f"{shard.path}"
         fps = self.fps
         count = 0
-        for r, data in enumerate(self._records(shard, what)):
+        for r, box in enumerate(self._records(shard, what)):
             if r >= shard.episodes:
                 raise InvalidInput(f"{what}: more records than the {shard.episodes} dataset_info.json lists")
             index = shard.numbers[r]
+            example = parse_example(box.pop(), f"{what}: record {r}")  # the record freed once parsed
             yield (f"{self.name}/{shard.split}/episode_{index:06d}",
-                   *self.episode(parse_example(data, f"{what}: record {r}"), fps, f"{what}: record {r}",
+                   *self.episode(example, fps, f"{what}: record {r}",
                                  {"split": shard.split, "episode_index": index, "shard": shard.index, "record": r}))
+            del example
             count += 1
         if count != shard.episodes:
             raise InvalidInput(f"{what}: {count} records, dataset_info.json lists {shard.episodes} (truncated?)")
 
-    def _records(self, shard: Shard, what: str) -> Iterator[bytes]:
+    def _records(self, shard: Shard, what: str) -> Iterator[list[bytes]]:
         missing = f"{what}: missing (dataset_info.json lists {shard.episodes} episodes in it)"
         if self.format == "array_record":
             if not self.files.is_file(shard.path):

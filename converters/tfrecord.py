@@ -35,8 +35,10 @@ def masked_crc(data: bytes | memoryview) -> int:
     return (((crc >> 15) | (crc << 17)) + _MASK_DELTA) & 0xFFFFFFFF
 
 
-def records(f: IO[bytes], size: int, what: str) -> Iterator[bytes]:
-    """The records of a TFRecord file opened as ``f`` (``size`` bytes), each checked."""
+def records(f: IO[bytes], size: int, what: str) -> Iterator[list[bytes]]:
+    """The records of a TFRecord file opened as ``f`` (``size`` bytes), each checked, each in a
+    list of one its consumer pops: this generator keeps no reference to a record it has yielded,
+    so an episode of gigabytes is held once, not twice, while it is converted."""
     offset = index = 0
     while offset < size:
         where = f"{what}: record {index} at byte {offset}"
@@ -48,13 +50,15 @@ def records(f: IO[bytes], size: int, what: str) -> Iterator[bytes]:
             raise InvalidInput(f"{where}: the length's checksum does not match (a damaged file)")
         if length > size - offset - _HEADER.size - 4:
             raise InvalidInput(f"{where}: a record of {length} bytes, more than is left of the file (truncated)")
-        body = f.read(length + 4)
-        if len(body) < length + 4:
+        data = f.read(length)  # read apart from its checksum: a record of gigabytes is never copied
+        tail = f.read(4)
+        if len(data) < length or len(tail) < 4:
             raise InvalidInput(f"{where}: the file ends inside the record (truncated)")
-        data = body[:length]
-        if masked_crc(data) != struct.unpack("<I", body[length:])[0]:
+        if masked_crc(data) != struct.unpack("<I", tail)[0]:
             raise InvalidInput(f"{where}: the record's checksum does not match (a damaged file)")
-        yield data
+        box = [data]
+        del data  # the consumer takes the one reference (box.pop()) and frees the record once parsed
+        yield box
         offset += _HEADER.size + length + 4
         index += 1
 
@@ -108,6 +112,7 @@ def parse_example(data: bytes, what: str) -> dict[str, np.ndarray | list[bytes]]
         example.ParseFromString(data)
     except DecodeError as e:
         raise InvalidInput(f"{what}: not a tf.train.Example ({str(e)[:120]})") from None
+    del data  # parsed: where the caller gave its only reference (rlds), the record goes now
     out: dict[str, np.ndarray | list[bytes]] = {}
     for key, feature in example.features.feature.items():
         kind = feature.WhichOneof("kind")

@@ -226,7 +226,7 @@ def test_rlds_schemas_and_records(tmp_path):
     rng = random.Random(SEED)
     shard = "toy_rlds-train.tfrecord-00000-of-00002"
     with open(toy / shard, "rb") as f:
-        [body] = list(records(f, (toy / shard).stat().st_size, shard))
+        [[body]] = list(records(f, (toy / shard).stat().st_size, shard))
     docs = {name: json.loads((toy / name).read_text()) for name in ("features.json", "dataset_info.json")}
     for case in range(240):
         folder = tmp_path / f"{case}" / "toy_rlds" / "1.0.0"

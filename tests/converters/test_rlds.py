@@ -178,7 +178,7 @@ def _rewrite(shard: Path, change) -> None:
 
     out = bytearray()
     with open(shard, "rb") as f:
-        for data in records(f, shard.stat().st_size, "test"):
+        for [data] in records(f, shard.stat().st_size, "test"):
             example = _example_class()()
             example.ParseFromString(data)
             change(example.features.feature)

@@ -192,7 +192,7 @@ def test_a_metadata_tensor_too_large_for_the_catalog_is_kept_as_a_one_step_strea
     ds.large_meta.append(big)
     shard = ds.shards()[0]
     with open(shard.path, "rb") as f:
-        example = parse_example(next(records(f, shard.path.stat().st_size, "shard")), "record 0")
+        example = parse_example(next(records(f, shard.path.stat().st_size, "shard"))[0], "record 0")
     example[big.path] = np.arange(100, dtype=np.float32)
     streams, meta = ds.episode(example, 3.0, "record 0", {})
     [kept] = [s for s in streams if s.name == "episode_metadata/embedding"]
