@@ -1,8 +1,8 @@
 """The order TFDS reads a split's episodes in, so rayform's episode numbers are TFDS's.
 
 ``tfds.builder_from_directory(d).as_dataset(split, shuffle_files=False)`` reads a split's shards
-through ``tf.data.Dataset.interleave`` with ``ReadConfig``'s defaults
-(``tensorflow_datasets/core/reader.py``, ``utils/read_config.py``): ``interleave_block_length``
+through ``tf.data.Dataset.interleave`` with ``ReadConfig``'s defaults (TFDS's core/reader.py
+and core/utils/read_config.py): ``interleave_block_length``
 16 and ``interleave_cycle_length`` 16, or 1 (shard after shard) when the dataset was prepared with
 ``disable_shuffling`` (``dataset_info.json``: ``disableShuffling``). Deterministic interleave opens
 up to ``cycle`` shards in slots, takes ``block`` records from a slot before moving to the next,

@@ -4,7 +4,7 @@ process's on the same machine, only ever up to the bytes verified so far.
 A fetch with chunk digests (``fetch.Transfer``) makes the shard's copy its full size first,
 then writes it front to back, a chunk at a time, each verified before it is written; it
 tells this process's readers how far it got (``advance``) and the machine's other processes
-through its fetch lock (``cache.FetchLock``: the copy's name and how far it is verified). A
+through its fetch lock (``cache.directory.FetchLock``: the copy's name and how far it is verified). A
 reader maps the copy and waits, per sample, until the chunks the sample spans are there.
 """
 

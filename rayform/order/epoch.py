@@ -2,9 +2,9 @@
 
 One pack: its shards in an order seeded by (seed, epoch), each shard's samples in file
 order. (An interleaved pack's shards are each a uniform sample of its slice, so this order
-is already well mixed; the partitions' windows, ``read.partition``, shuffle it further.)
+is already well mixed; the partitions' windows, ``order.partition``, shuffle it further.)
 
-A weighted mixture of packs: the epoch's slots (``read.mixture``), part ``p``'s slots taking
+A weighted mixture of packs: the epoch's slots (``order.mixture``), part ``p``'s slots taking
 that part's positions in slot order, each part's positions laid out the same way over its
 own shards (seeded by ``seed ^ (p + 1)``), a part with fewer samples than slots repeating.
 

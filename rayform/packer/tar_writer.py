@@ -2,7 +2,7 @@
 
 Tars are what webdataset's ``TarWriter`` writes with everything that could vary pinned
 (mtime 0, empty user and group, mode 0444, USTAR headers, a sample's members in sorted
-order), byte for byte (``tests/test_pack.py`` writes the same samples both ways), so the same
+order), byte for byte (``tests/packer/test_pack.py`` writes the same samples both ways), so the same
 samples always give the same bytes and hence the same shard name. The headers come from one
 header that the standard library's ``tarfile`` makes, with each member's name, size and
 checksum put in: ``TarWriter`` spends about 100 µs a sample in ``tarfile``'s header code, a

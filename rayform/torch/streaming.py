@@ -159,7 +159,7 @@ class StreamingEpisodeDataset(Statistics, OverParts, IterableDataset[dict[str, A
         return EpochOrder(sizes, self.weights, self.seed, epoch)
 
     def plan(self, epoch: int, global_batch: int | None = None) -> EpochPlan:
-        """The epoch's global batches (``read.partition``)."""
+        """The epoch's global batches (``order.partition``)."""
         specs = [b.pack.spec for b in self.builders if b.pack.has_video]
         # a lane reads about LANE_CLIPS groups of pictures: clips of 8, or one clip of 64 with history
         lanes = (self.shuffle.clip_stride, max(specs[0].clip_frames, LANE_CLIPS * specs[0].keyframe_every),

@@ -61,7 +61,7 @@ class Split:
     ``world_size`` (None: from ``torch.distributed`` when initialised, else 0 of 1);
     ``equalize`` says how every rank gets the same count: ``"pad"`` repeats the first
     samples of the epoch's order to fill the last global batch, ``"drop"`` leaves its part
-    out; ``partitions`` is the number of canonical partitions of each epoch (``read.partition``):
+    out; ``partitions`` is the number of canonical partitions of each epoch (``order.partition``):
     fixed for the life of a run (a resumed state brings its own), it makes the global sequence
     the same at every world size. Each partition is a stretch of the shards: a node reads only
     the partitions its ranks' slots fall in, and its ranks share one cache. None: the number
