@@ -146,11 +146,13 @@ def parser() -> argparse.ArgumentParser:
     pk.add_argument("--gop", type=_whole(1, 256), help="samples from one keyframe to the next inside a video clip (default: the "
                     "whole clip; 8 with --history and no --clip-frames)")
     pk.add_argument("--resize", help="HxW, e.g. 224x224 (re-encodes)")
-    pk.add_argument("--horizon", type=_whole(0), default=16, help="maximum action horizon, in steps")
+    pk.add_argument("--horizon", type=_whole(0), default=16,
+                    help="maximum action horizon, in steps (default 16; the Python API's max_horizon=)")
     pk.add_argument("--history", type=_whole(0), default=0,
                     help="past steps each sample carries for observation history (default 0)")
     pk.add_argument("--shard-size", default="64MiB", help="target shard size (default 64MiB)")
-    pk.add_argument("--staleness", type=float, default=1.5, help="alignment tolerance in stream periods")
+    pk.add_argument("--staleness", type=float, default=1.5,
+                    help="alignment tolerance, in periods of each stream's own rate (default 1.5)")
     pk.add_argument("--snap", type=float, default=0.01,
                     help="a timestamp this fraction of its stream's period after an instant counts as at it (default 0.01)")
     pk.add_argument("--interleave-seed", type=int, default=0,

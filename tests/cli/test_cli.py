@@ -460,3 +460,23 @@ def test_a_progress_bar_ctrl_c_caught_half_made_is_let_go_quietly():
     whole = tqdm.tqdm(total=3, disable=False, file=open(os.devnull, "w"))
     _close_bars()
     assert half not in tqdm.tqdm._instances and whole not in tqdm.tqdm._instances
+
+
+def test_every_option_with_a_default_says_it_in_its_help():
+    import argparse
+
+    from rayform.cli.parser import parser
+
+    silent = []
+
+    def walk(p: argparse.ArgumentParser, path: str) -> None:
+        for action in p._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    walk(sub, f"{path} {name}")
+            elif action.option_strings and action.help not in (None, argparse.SUPPRESS) and \
+                    action.default not in (None, False, [], argparse.SUPPRESS) and "default" not in action.help:
+                silent.append(f"{path} {action.option_strings[-1]} (default {action.default!r})")
+
+    walk(parser(), "rayform")
+    assert not silent, silent
