@@ -173,10 +173,8 @@ def test_a_catalog_from_before_health_signals_is_measured_by_doctor(planted, tmp
     assert {f["name"] for f in report["findings"]} == set(where)
 
 
-def test_the_lerobot_examples_constant_state_and_action_are_flagged(real_data, tmp_path):
-    source = real_data / "lerobot_v30_so101_ros2_example"
-    if not source.exists():
-        pytest.skip(f"{source} is absent (../shared/data/real)")
+def test_the_lerobot_examples_constant_state_and_action_are_flagged(tmp_path):
+    source = Path(__file__).resolve().parents[1] / "data" / "lerobot" / "so101_v30"  # its copy, in every clone
     client = rayform.Client(tmp_path / "store")
     client.ingest("lerobot", [source], "so101", workers=1, progress=False)
     r = _doctor(tmp_path / "store", "--json")
