@@ -26,7 +26,8 @@ def run(args: argparse.Namespace) -> int:
     if args.slice:
         table = _of_slice(client, table, args.slice)
     unmeasured = table.column("health").null_count
-    flagged = doctor.check(table, lambda sid, v: client.segments.get(sid, v), _bar(unmeasured, args.quiet or args.json))
+    flagged = doctor.check(table, lambda sid, v: client.segments.get(sid, v), _bar(unmeasured, args.quiet or args.json),
+                           _thresholds(args))
     kinds = Counter(f["kind"] for c in flagged for f in c.findings)
     if args.json:
         print(json.dumps({"episodes": table.num_rows, "measured_now": unmeasured, "flagged": len(flagged),
@@ -43,6 +44,32 @@ def run(args: argparse.Namespace) -> int:
               + (f": {summary}" if summary else "")
               + (f" ({unmeasured} measured now: ingested before health signals)" if unmeasured else ""))
     return 1 if flagged else 0
+
+
+def _thresholds(args: argparse.Namespace) -> doctor.Thresholds:
+    everywhere = {}
+    for pair in args.threshold:
+        kind, sep, value = pair.partition("=")
+        try:
+            everywhere[kind.strip()] = float(value)
+        except ValueError:
+            sep = ""
+        if not sep:
+            raise InvalidInput(f"--threshold {pair[:60]!r}: write it as SIGNAL=VALUE, e.g. --threshold spike=20")
+    sites: dict[str, dict[str, float]] = {}
+    if args.site_thresholds:
+        from pathlib import Path
+
+        from rayform.converters.source_json import source_json
+
+        try:
+            doc = source_json(Path(args.site_thresholds).read_text(), args.site_thresholds)
+        except OSError as e:
+            raise InvalidInput(f"--site-thresholds {args.site_thresholds}: cannot read it ({e.strerror})") from None
+        if not isinstance(doc, dict) or not all(isinstance(v, dict) for v in doc.values()):
+            raise InvalidInput(f"--site-thresholds {args.site_thresholds}: a JSON object {{site: {{signal: value}}}}")
+        sites = {str(site): dict(kinds) for site, kinds in doc.items()}
+    return doctor.Thresholds(everywhere, sites)
 
 
 def _of_slice(client: Any, table: Any, name: str) -> Any:

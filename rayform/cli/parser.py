@@ -233,6 +233,11 @@ def parser() -> argparse.ArgumentParser:
                   "stream, dropped frames, odd length, …); exit 1 when any is")
     dr.add_argument("slice", nargs="?", help="a slice's id or name (default: every segment, or --site's)")
     dr.add_argument("--site", help="only this site's segments")
+    dr.add_argument("--threshold", action="append", default=[], metavar="SIGNAL=VALUE",
+                    help="flag a signal from this value, e.g. --threshold spike=20 (repeatable; default: the ingest's, "
+                         "docs/design.md)")
+    dr.add_argument("--site-thresholds", metavar="FILE",
+                    help="a JSON object {site: {signal: value}}: each site's own thresholds, over --threshold's")
     dr.add_argument("--json", action="store_true", help="one JSON object, for scripts")
     dr.set_defaults(run=dc.run)
 

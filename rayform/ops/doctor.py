@@ -12,18 +12,47 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from rayform.errors import InvalidInput
 from rayform.recordings import health
 from rayform.recordings.segment_reader import Segment
 
 DURATION_Z = 8.0  # an episode this many robust deviations from its site-and-task's median length
 COMMON = 0.9  # a stream this share of a site's episodes have is expected of every one
 _MIN_PEERS = 8  # fewer episodes of a site and task say nothing of what is usual
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """Where each health signal flags: ``recordings.health.THRESHOLDS``, then ``everywhere``'s
+    (kind -> value), then a site's own (``sites``: site -> kind -> value)."""
+
+    everywhere: Mapping[str, float] = field(default_factory=dict)
+    sites: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for kinds in (self.everywhere, *self.sites.values()):
+            for kind, value in kinds.items():
+                if kind not in health.THRESHOLDS or isinstance(value, bool) or not isinstance(value, (int, float)) \
+                        or not value >= 0:
+                    raise InvalidInput(f"threshold {str(kind)[:40]}={str(value)[:20]}: a signal of "
+                                       f"{', '.join(health.THRESHOLDS)} and a number, 0 or more")
+
+    def of(self, site: str) -> dict[str, float]:
+        return {**health.THRESHOLDS, **self.everywhere, **self.sites.get(site, {})}
+
+    def crossed(self, site: str, finding: Mapping[str, Any]) -> bool:
+        return health.flagged(finding, self.of(site))
+
+    def lowers(self) -> bool:
+        """Whether any threshold is under the ingest's (so a row it did not flag may be flagged)."""
+        return any(v < health.THRESHOLDS[k] for kinds in (self.everywhere, *self.sites.values())
+                   for k, v in kinds.items())
 
 
 @dataclass
@@ -64,24 +93,36 @@ def measure(seg: Segment) -> dict[str, Any]:
 
 
 def check(table: Any, open_segment: Callable[[str, str], Segment],
-          progress: Callable[[Iterable[Any]], Iterable[Any]] = lambda x: x) -> list[Checked]:
+          progress: Callable[[Iterable[Any]], Iterable[Any]] = lambda x: x,
+          thresholds: Thresholds | None = None) -> list[Checked]:
     """The flagged episodes of a catalog table (columns id, name, site, version, task,
     duration_s, start_ns, stream_names, health, flags), column by column: the findings stored
-    at ingest (parsed only for rows flagged), those of rows never measured (their segments
-    read now), and the population's; only the rows with a finding become Python objects."""
+    at ingest (parsed only for rows flagged, unless ``thresholds`` lower some), those of rows
+    never measured (their segments read now), and the population's; only the rows with a
+    finding become Python objects."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
+    thresholds = thresholds or Thresholds()
     findings: dict[int, list[dict[str, Any]]] = {}
-    flagged = np.flatnonzero(pc.fill_null(pc.list_value_length(table.column("flags")), 0).to_numpy(zero_copy_only=False))
-    for i, doc in zip(flagged, table.take(pa.array(flagged, pa.int64())).column("health").to_pylist()):
-        findings[int(i)] = list(json.loads(doc).get("findings", []))
-    unmeasured = np.flatnonzero(table.column("health").is_null().to_numpy(zero_copy_only=False))
-    rows = table.take(pa.array(unmeasured, pa.int64())).select(["id", "version"]).to_pylist()
+    health_column = table.column("health")
+    if thresholds.lowers():  # a finding under the ingest's thresholds may cross these: every measured row read
+        candidates = np.flatnonzero(health_column.is_valid().to_numpy(zero_copy_only=False))
+    else:
+        candidates = np.flatnonzero(pc.fill_null(pc.list_value_length(table.column("flags")), 0)
+                                    .to_numpy(zero_copy_only=False))
+    picked = table.take(pa.array(candidates, pa.int64())).select(["site", "health"]).to_pylist()
+    for i, r in zip(candidates.tolist(), picked):
+        mine = [f for f in json.loads(r["health"]).get("findings", []) if thresholds.crossed(r["site"], f)]
+        if mine:
+            findings[i] = mine
+    unmeasured = np.flatnonzero(health_column.is_null().to_numpy(zero_copy_only=False))
+    rows = table.take(pa.array(unmeasured, pa.int64())).select(["id", "version", "site"]).to_pylist()
     for row, r in progress(list(zip(unmeasured.tolist(), rows))):
-        found = measure(open_segment(r["id"], r["version"]))["findings"]
+        found = [f for f in measure(open_segment(r["id"], r["version"]))["findings"]
+                 if thresholds.crossed(r["site"], f)]
         if found:
-            findings[row] = list(found)
+            findings[row] = found
     for row, found in _population(table).items():
         findings.setdefault(row, []).extend(found)
     at = sorted(findings)

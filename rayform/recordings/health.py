@@ -28,7 +28,7 @@ stream the site usually has and the episode lacks) are ``rayform doctor``'s, fro
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -232,11 +232,18 @@ def _robust_peak(r: np.ndarray, floor: float = 0.0) -> tuple[float, int]:
 
 
 def summary(findings: Sequence[Finding]) -> dict[str, Any]:
-    """What a catalog row keeps: per kind the worst value (``signals``), the kinds flagged, and
-    the flagged findings with their time ranges."""
+    """What a catalog row keeps: per kind the worst value (``signals``), the kinds flagged at
+    ``THRESHOLDS``, and every finding with its time range (so other thresholds, a site's own,
+    flag from what is kept: ``flagged``)."""
     signals: dict[str, float] = {}
     for f in findings:
         signals[f.kind] = max(signals.get(f.kind, 0.0), round(float(f.value), 6))
-    flagged = [f for f in findings if f.flagged]
-    return {"signals": signals, "flags": sorted({f.kind for f in flagged}),
-            "findings": [f.as_dict() for f in flagged]}
+    return {"signals": signals, "flags": sorted({f.kind for f in findings if f.flagged}),
+            "findings": [f.as_dict() for f in findings]}
+
+
+def flagged(finding: Mapping[str, Any], thresholds: Mapping[str, float] = THRESHOLDS) -> bool:
+    """Whether a kept finding (``summary``'s) crosses its threshold (a kind no threshold names: yes)."""
+    kind, value = finding.get("kind"), finding.get("value")
+    limit = thresholds.get(str(kind), THRESHOLDS.get(str(kind)))
+    return limit is None or (isinstance(value, (int, float)) and value >= limit)

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from rayform.errors import InvalidInput
-from rayform.recordings import query
+from rayform.recordings import health, query
 from rayform.recordings.catalog import Catalog
 from rayform.recordings.catalog_parts import PREFIX
 
@@ -201,11 +201,11 @@ def _shown(row: dict[str, Any]) -> dict[str, Any]:
             "findings": findings_of(row.get("health"))}
 
 
-def findings_of(health: str | None) -> list[dict[str, Any]]:
+def findings_of(column: str | None) -> list[dict[str, Any]]:
     """A row's flagged findings (kind, stream, value, time range), from its health column."""
     try:
-        doc = json.loads(health) if health else {}
+        doc = json.loads(column) if column else {}
     except ValueError:
         return []
     found = doc.get("findings") if isinstance(doc, dict) else None
-    return [f for f in found if isinstance(f, dict)] if isinstance(found, list) else []
+    return [f for f in found if isinstance(f, dict) and health.flagged(f)] if isinstance(found, list) else []

@@ -183,3 +183,17 @@ def test_the_lerobot_examples_constant_state_and_action_are_flagged(tmp_path):
     for episode in report["findings"]:
         assert {(f["kind"], f["stream"]) for f in episode["findings"]} == {("constant", "observation/state"),
                                                                            ("constant", "action/value")}
+
+
+def test_thresholds_given_to_doctor_and_each_sites_own(planted, tmp_path):
+    client, where = planted
+    lower = json.loads(_doctor(client.store.root, "--json", "--threshold", "dropped=0.001").stdout)
+    named = {f["name"] for f in lower["findings"]}
+    assert set(where) < named and len(named) > len(where) + 5  # the demo's clean cameras drop a frame now and then
+    assert all(any(x["kind"] == "dropped" for x in f["findings"]) for f in lower["findings"] if f["name"] not in where)
+    own = tmp_path / "sites.json"
+    own.write_text(json.dumps({"lab": {"constant": 100, "spike": 1e30}}))
+    higher = json.loads(_doctor(client.store.root, "--json", "--site-thresholds", str(own)).stdout)
+    assert {f["name"] for f in higher["findings"]} == set(where) - {"planted_constant", "planted_spike"}
+    bad = _doctor(client.store.root, "--threshold", "nosuch=3")
+    assert bad.returncode == 2 and "nosuch=3" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
