@@ -39,9 +39,11 @@ class Thresholds:
         for kinds in (self.everywhere, *self.sites.values()):
             for kind, value in kinds.items():
                 if kind not in health.THRESHOLDS or isinstance(value, bool) or not isinstance(value, (int, float)) \
-                        or not value >= 0:
+                        or not value >= health.KEPT_FROM * health.THRESHOLDS[kind]:
+                    low = {k: round(health.KEPT_FROM * v, 6) for k, v in health.THRESHOLDS.items()}
                     raise InvalidInput(f"threshold {str(kind)[:40]}={str(value)[:20]}: a signal of "
-                                       f"{', '.join(health.THRESHOLDS)} and a number, 0 or more")
+                                       f"{', '.join(health.THRESHOLDS)}, at least a quarter of its default (the "
+                                       f"catalog keeps findings from there: {low})")
 
     def of(self, site: str) -> dict[str, float]:
         return {**health.THRESHOLDS, **self.everywhere, **self.sites.get(site, {})}

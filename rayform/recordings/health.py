@@ -42,6 +42,7 @@ from rayform.recordings.streams import median_period
 THRESHOLDS = {"frozen": 1.0, "blank": 1, "dropped": 0.05, "gap": 0.5, "duplicate_time": 1, "constant": 1,
               "spike": 50.0, "pose_jump": 50.0}
 KINDS = tuple(THRESHOLDS)
+KEPT_FROM = 0.25  # a finding under this share of its threshold is not kept (its kind's worst value is)
 _WINDOW = 15  # running median of spikes: a spike of up to 7 samples stays out of its own median
 _SMALL = 0.25  # an encoded frame this fraction (and 6 deviations) under its stream's median size is looked at
 _FLAT = 2.0  # ... and is blank if its pixels vary less than this (std, 8-bit levels)
@@ -233,13 +234,14 @@ def _robust_peak(r: np.ndarray, floor: float = 0.0) -> tuple[float, int]:
 
 def summary(findings: Sequence[Finding]) -> dict[str, Any]:
     """What a catalog row keeps: per kind the worst value (``signals``), the kinds flagged at
-    ``THRESHOLDS``, and every finding with its time range (so other thresholds, a site's own,
-    flag from what is kept: ``flagged``)."""
+    ``THRESHOLDS``, and each finding of at least ``KEPT_FROM`` of its threshold with its time
+    range (so other thresholds down to that, a site's own, flag from what is kept: ``flagged``)."""
     signals: dict[str, float] = {}
     for f in findings:
         signals[f.kind] = max(signals.get(f.kind, 0.0), round(float(f.value), 6))
+    kept = [f for f in findings if f.value >= KEPT_FROM * THRESHOLDS[f.kind]]  # a catalog row stays small
     return {"signals": signals, "flags": sorted({f.kind for f in findings if f.flagged}),
-            "findings": [f.as_dict() for f in findings]}
+            "findings": [f.as_dict() for f in kept]}
 
 
 def flagged(finding: Mapping[str, Any], thresholds: Mapping[str, float] = THRESHOLDS) -> bool:

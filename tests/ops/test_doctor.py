@@ -187,13 +187,14 @@ def test_the_lerobot_examples_constant_state_and_action_are_flagged(tmp_path):
 
 def test_thresholds_given_to_doctor_and_each_sites_own(planted, tmp_path):
     client, where = planted
-    lower = json.loads(_doctor(client.store.root, "--json", "--threshold", "dropped=0.001").stdout)
+    lower = json.loads(_doctor(client.store.root, "--json", "--threshold", "dropped=0.0125").stdout)
     named = {f["name"] for f in lower["findings"]}
-    assert set(where) < named and len(named) > len(where) + 5  # the demo's clean cameras drop a frame now and then
+    assert set(where) < named  # the demo's clean cameras drop a frame now and then
     assert all(any(x["kind"] == "dropped" for x in f["findings"]) for f in lower["findings"] if f["name"] not in where)
     own = tmp_path / "sites.json"
     own.write_text(json.dumps({"lab": {"constant": 100, "spike": 1e30}}))
     higher = json.loads(_doctor(client.store.root, "--json", "--site-thresholds", str(own)).stdout)
     assert {f["name"] for f in higher["findings"]} == set(where) - {"planted_constant", "planted_spike"}
-    bad = _doctor(client.store.root, "--threshold", "nosuch=3")
-    assert bad.returncode == 2 and "nosuch=3" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+    for bad in ("nosuch=3", "dropped=0.001"):  # no such signal; under what the catalog keeps findings from
+        said = _doctor(client.store.root, "--threshold", bad)
+        assert said.returncode == 2 and bad in said.stderr and len(said.stderr.strip().splitlines()) == 1
