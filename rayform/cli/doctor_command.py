@@ -5,16 +5,19 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from rayform.cli.commands import store_client
 from rayform.cli.words import plural
 from rayform.errors import InvalidInput
+from rayform.jobs import JobRunner
 from rayform.ops import doctor
 from rayform.recordings.segment_writer import check_site
 
+PER_PROCESS = 50  # unmeasured segments that one process measures faster than a pool starts
 COLUMNS = ["id", "name", "site", "version", "task", "duration_s", "start_ns", "stream_names", "health", "flags"]
 
 
@@ -26,8 +29,15 @@ def run(args: argparse.Namespace) -> int:
     if args.slice:
         table = _of_slice(client, table, args.slice)
     unmeasured = table.column("health").null_count
-    flagged = doctor.check(table, lambda sid, v: client.segments.get(sid, v), _bar(unmeasured, args.quiet or args.json),
-                           _thresholds(args))
+    workers = args.workers or ((os.cpu_count() or 1) if unmeasured > PER_PROCESS else 1)
+    bar = _bar(unmeasured, args.quiet or args.json)
+
+    def measured(versions: list[tuple[str, str]]) -> Iterator[dict[str, Any]]:
+        ref = client.store.ref
+        with JobRunner(None, workers) as jobs:  # segments ingested before signals: measured now, in parallel
+            yield from bar(jobs.each(doctor.measure_stored, [(ref, sid, v) for sid, v in versions]))
+
+    flagged = doctor.check(table, measured, _thresholds(args))
     kinds = Counter(f["kind"] for c in flagged for f in c.findings)
     if args.json:
         print(json.dumps({"episodes": table.num_rows, "measured_now": unmeasured, "flagged": len(flagged),

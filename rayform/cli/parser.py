@@ -238,6 +238,9 @@ def parser() -> argparse.ArgumentParser:
                          "docs/design.md)")
     dr.add_argument("--site-thresholds", metavar="FILE",
                     help="a JSON object {site: {signal: value}}: each site's own thresholds, over --threshold's")
+    dr.add_argument("--workers", type=_whole(1),
+                    help="processes measuring segments ingested before health signals (default: all cores past 50 "
+                         "segments, else 1)")
     dr.add_argument("--json", action="store_true", help="one JSON object, for scripts")
     dr.set_defaults(run=dc.run)
 

@@ -18,9 +18,11 @@ from typing import Any
 
 import numpy as np
 
+from rayform.cache.store_view import StoreRef
 from rayform.errors import InvalidInput
 from rayform.recordings import health
 from rayform.recordings.segment_reader import Segment
+from rayform.recordings.segments import Segments
 
 DURATION_Z = 8.0  # an episode this many robust deviations from its site-and-task's median length
 COMMON = 0.9  # a stream this share of a site's episodes have is expected of every one
@@ -94,14 +96,27 @@ def measure(seg: Segment) -> dict[str, Any]:
     return health.summary(found + health.arrays_together(arrays))
 
 
-def check(table: Any, open_segment: Callable[[str, str], Segment],
-          progress: Callable[[Iterable[Any]], Iterable[Any]] = lambda x: x,
+_OPENED: dict[StoreRef, Segments] = {}  # a process's stores, opened once for its jobs
+
+
+def measure_stored(job: tuple[StoreRef, str, str]) -> dict[str, Any]:
+    """``measure`` of a segment version named by ``(store, id, version)``: a job any executor's
+    processes run (it pickles; each process opens the store once)."""
+    ref, segment_id, version = job
+    segments = _OPENED.get(ref)
+    if segments is None:
+        segments = _OPENED[ref] = Segments(ref.open())
+    return measure(segments.get(segment_id, version))
+
+
+def check(table: Any, measured: Callable[[list[tuple[str, str]]], Iterable[dict[str, Any]]],
           thresholds: Thresholds | None = None) -> list[Checked]:
     """The flagged episodes of a catalog table (columns id, name, site, version, task,
     duration_s, start_ns, stream_names, health, flags), column by column: the findings stored
     at ingest (parsed only for rows flagged, unless ``thresholds`` lower some), those of rows
-    never measured (their segments read now), and the population's; only the rows with a
-    finding become Python objects."""
+    never measured (``measured`` gives the summary of each ``(id, version)`` asked, in order:
+    ``measure_stored`` on any executor), and the population's; only the rows with a finding
+    become Python objects."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -120,9 +135,9 @@ def check(table: Any, open_segment: Callable[[str, str], Segment],
             findings[i] = mine
     unmeasured = np.flatnonzero(health_column.is_null().to_numpy(zero_copy_only=False))
     rows = table.take(pa.array(unmeasured, pa.int64())).select(["id", "version", "site"]).to_pylist()
-    for row, r in progress(list(zip(unmeasured.tolist(), rows))):
-        found = [f for f in measure(open_segment(r["id"], r["version"]))["findings"]
-                 if thresholds.crossed(r["site"], f)]
+    summaries = measured([(r["id"], r["version"]) for r in rows])
+    for row, r, summary in zip(unmeasured.tolist(), rows, summaries):
+        found = [f for f in summary["findings"] if thresholds.crossed(r["site"], f)]
         if found:
             findings[row] = found
     for row, found in _population(table).items():

@@ -167,10 +167,11 @@ def test_a_catalog_from_before_health_signals_is_measured_by_doctor(planted, tmp
 
     with pytest.raises(InvalidInput, match="selects none"):  # nothing measured: nothing flagged
         old.slices.create(where="flagged", name="none_known")
-    r = _doctor(root, "--json")
+    r = _doctor(root, "--json")  # 70 to measure: a pool of the machine's cores
     report = json.loads(r.stdout)
     assert r.returncode == 1 and report["measured_now"] == CLEAN + len(where)
     assert {f["name"] for f in report["findings"]} == set(where)
+    assert json.loads(_doctor(root, "--json", "--workers", "1").stdout) == report  # one process: the same
 
 
 def test_the_lerobot_examples_constant_state_and_action_are_flagged(tmp_path):
