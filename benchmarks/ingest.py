@@ -211,17 +211,17 @@ OFF = "health signals off: ingest"
 
 @contextlib.contextmanager
 def _signals(on: bool) -> Iterator[None]:
-    """Health signals measured at ingest, or not (the workers fork with the setting, or read it)."""
-    from rayform.recordings import segment_writer
-
-    was = segment_writer.MEASURE_HEALTH
-    segment_writer.MEASURE_HEALTH = on
+    """Health signals measured at ingest, or not (RAYFORM_HEALTH, read by every segment's write,
+    in the workers too)."""
+    was = os.environ.get("RAYFORM_HEALTH")
     os.environ["RAYFORM_HEALTH"] = "on" if on else "off"
     try:
         yield
     finally:
-        segment_writer.MEASURE_HEALTH = was
-        os.environ["RAYFORM_HEALTH"] = "on" if was else "off"
+        if was is None:
+            os.environ.pop("RAYFORM_HEALTH", None)
+        else:
+            os.environ["RAYFORM_HEALTH"] = was
 
 
 def _bucket(source: Path) -> tuple[object, str, dict]:

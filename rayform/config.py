@@ -32,6 +32,12 @@ def cache_limit(env: Mapping[str, str] = os.environ) -> str | None:
     return env.get("RAYFORM_CACHE_LIMIT", "").strip() or None
 
 
+def measure_health(env: Mapping[str, str] = os.environ) -> bool:
+    """Whether segments are measured for health as they are stored (RAYFORM_HEALTH=off: not,
+    what the ingest benchmark compares against)."""
+    return env.get("RAYFORM_HEALTH", "on").strip().lower() != "off"
+
+
 def offline(env: Mapping[str, str] = os.environ) -> bool:
     """True when RAYFORM_OFFLINE forbids reading any non-local store."""
     return env.get("RAYFORM_OFFLINE", "").strip().lower() in _TRUE

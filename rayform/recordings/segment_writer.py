@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import os
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -17,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from rayform import names
+from rayform import config, names
 from rayform.cache.store_view import CachedStore
 from rayform.codec import imagecodec, records
 from rayform.codec.clip import CODECS as VIDEO_CODECS
@@ -41,8 +40,6 @@ from rayform.store.bundle import BUNDLE_BYTES, BundleWriter
 
 SEGMENT_FORMAT = "rayform.segment/1"
 IMAGE_CHUNK_BYTES = 16 << 20  # frames (and video packets) are stored in blobs of about this size
-# health signals measured as segments are stored (RAYFORM_HEALTH=off: not, as the ingest benchmark compares)
-MEASURE_HEALTH = os.environ.get("RAYFORM_HEALTH", "on") != "off"
 
 
 def check_site(site: str) -> str:
@@ -102,6 +99,7 @@ class SegmentWriter:
         sid = segment_id(site, name)
         entries: dict[str, Any] = {}
         timed: dict[str, tuple[StreamInfo, np.ndarray]] = {}
+        measuring = config.measure_health()
         findings: list[health.Finding] = []
         arrays: list[tuple[str, np.ndarray, np.ndarray]] = []  # measured together, after the loop
         clocks: set[bytes] = set()  # timestamps whose timing is measured (streams often share one clock)
@@ -115,9 +113,9 @@ class SegmentWriter:
                 raise type(e)(f"segment {site}/{name}: {e}") from None
             entries[stream.name] = info.to_manifest()
             timed[stream.name] = (info, ts)
-            if MEASURE_HEALTH:
+            if measuring:
                 findings += _health(stream, ts, arrays, clocks)
-        if MEASURE_HEALTH:
+        if measuring:
             findings += health.arrays_together(arrays)
         meta = dict(meta or {})
         manifest = {
@@ -130,7 +128,7 @@ class SegmentWriter:
         }
         version = self.sink.put_json_blob(manifest)
         row = catalog_row(sid, name, site, version, None, time.time_ns(), meta, timed,
-                          health.summary(findings) if MEASURE_HEALTH else None)
+                          health.summary(findings) if measuring else None)
         ref = SegmentRef(sid, version, site, name, row)
         self._pending.append(ref)
         if self.sink.full:

@@ -89,3 +89,17 @@ def test_the_summary_keeps_the_worst_of_each_kind_and_only_flagged_findings():
     s = health.summary(found)
     assert s["signals"] == {"spike": 80.0, "frozen": 0.2} and s["flags"] == ["spike"]
     assert [f["stream"] for f in s["findings"]] == ["b"]
+
+
+def test_rayform_health_off_stores_without_measuring_read_when_a_segment_is_written(client, monkeypatch):
+    import rayform
+
+    t = _ts(40, 10.0)
+    q = np.zeros((40, 3))
+    monkeypatch.setenv("RAYFORM_HEALTH", "off")  # after import: read at the write, not at import
+    client.segments.add("lab", "off", [rayform.ArrayStream("q", t, q)])
+    monkeypatch.delenv("RAYFORM_HEALTH")
+    client.segments.add("lab", "on", [rayform.ArrayStream("q", t, q)])
+    rows = {r["name"]: r for r in client.segments.catalog.latest(columns=["name", "health", "flags"]).to_pylist()}
+    assert rows["off"]["health"] is None and rows["off"]["flags"] is None
+    assert rows["on"]["flags"] == ["constant"]
