@@ -150,17 +150,19 @@ def check(table: Any, measured: Callable[[list[tuple[str, str]]], Iterable[dict[
 
 def _population(table: Any) -> dict[int, list[dict[str, Any]]]:
     """Findings that need the population: lengths far from their site and task's, and streams
-    most of a site's episodes have that one lacks."""
+    most of a site's episodes have that one lacks. A row that does not know its length or its
+    streams (a per-segment ref's, from before catalogs) is neither counted nor judged."""
     import pyarrow.compute as pc
 
     out: dict[int, list[dict[str, Any]]] = defaultdict(list)
     sites = _codes(table.column("site"))
     groups = _codes(pc.binary_join_element_wise(table.column("site"), pc.fill_null(table.column("task"), ""), "\0"))
-    lengths = pc.fill_null(table.column("duration_s"), 0.0).to_numpy(zero_copy_only=False)
+    lengths = pc.fill_null(table.column("duration_s"), np.nan).to_numpy(zero_copy_only=False)
+    groups = np.where(np.isnan(lengths), -1, groups)  # unknown lengths: a group of their own, never judged
     order = np.argsort(groups, kind="stable")
     bounds = np.flatnonzero(np.diff(groups[order])) + 1
     for members in np.split(order, bounds):
-        if len(members) < _MIN_PEERS:
+        if len(members) < _MIN_PEERS or groups[members[0]] < 0:
             continue
         mine = lengths[members]
         median = float(np.median(mine))
@@ -173,16 +175,19 @@ def _population(table: Any) -> dict[int, list[dict[str, Any]]]:
     flat = pc.list_flatten(names)
     if not len(flat):
         return out
-    parents = pc.list_parent_indices(names).to_numpy(zero_copy_only=False)
+    known = names.is_valid().to_numpy(zero_copy_only=False)
+    parents = pc.list_parent_indices(names).to_numpy(zero_copy_only=False)  # ascending: row by row
     encoded = pc.dictionary_encode(flat).combine_chunks()
     streams, vocabulary = encoded.indices.to_numpy(zero_copy_only=False), encoded.dictionary.to_pylist()
-    per_site = np.bincount(sites, minlength=sites.max() + 1)
+    per_site = np.bincount(sites[known], minlength=sites.max() + 1)
     pairs = np.bincount(sites[parents] * len(vocabulary) + streams, minlength=len(per_site) * len(vocabulary))
     common = (pairs.reshape(len(per_site), len(vocabulary)) >= COMMON * per_site[:, None]) & \
         (per_site[:, None] >= _MIN_PEERS)
     have = np.bincount(parents[common[sites[parents], streams]], minlength=len(sites))
-    for i in np.flatnonzero(have < common.sum(axis=1)[sites]):  # a row lacking one its site's have
-        present = set(streams[parents == i].tolist())
+    starts = np.searchsorted(parents, np.arange(len(sites)), side="left")
+    ends = np.searchsorted(parents, np.arange(len(sites)), side="right")
+    for i in np.flatnonzero(known & (have < common.sum(axis=1)[sites])):  # a row lacking one its site's have
+        present = set(streams[starts[i]:ends[i]].tolist())
         for k in np.flatnonzero(common[sites[i]]):
             if int(k) not in present:
                 out[int(i)].append({"kind": "missing_stream", "stream": vocabulary[k], "value": 1.0, "start_ns": 0,

@@ -199,3 +199,20 @@ def test_thresholds_given_to_doctor_and_each_sites_own(planted, tmp_path):
     for bad in ("nosuch=3", "dropped=0.001"):  # no such signal; under what the catalog keeps findings from
         said = _doctor(client.store.root, "--threshold", bad)
         assert said.returncode == 2 and bad in said.stderr and len(said.stderr.strip().splitlines()) == 1
+
+
+def test_rows_that_do_not_know_their_length_or_streams_are_neither_counted_nor_judged():
+    """Rows of per-segment refs (stores from before catalogs) have no duration and no streams."""
+    import pyarrow as pa
+
+    from rayform.ops.doctor import _population
+
+    known = 10
+    table = pa.table({
+        "site": ["lab"] * (known + 3), "task": ["t"] * (known + 3),
+        "duration_s": pa.array([10.0 + 0.1 * i for i in range(known)] + [None] * 2 + [0.5], pa.float64()),
+        "stream_names": pa.array([["cam", "q"]] * known + [None] * 2 + [["q"]], pa.list_(pa.string())),
+    })
+    found = _population(table)
+    assert sorted(found) == [known + 2]  # only the known short one without its camera
+    assert {f["kind"] for f in found[known + 2]} == {"duration", "missing_stream"}
