@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from rayform.converters.array_records import array_records
-from rayform.converters.rlds_features import NAME, default_stream_name, parse_features
+from rayform.converters.rlds_features import NAME, Feature, default_stream_name, parse_features
 from rayform.converters.rlds_order import episode_numbers
 from rayform.converters.rlds_values import (
     MAX_META_VALUES,
@@ -209,15 +209,13 @@ class RldsDataset:
             fwhat = f"{what}, feature {f.path}"
             if not f.step:
                 if f in self.large_meta:  # too large for the catalog: one value, at the episode's start
-                    held = f.path if f.path.startswith("episode_metadata/") else f"episode_metadata/{f.path}"
-                    streams.append(ArrayStream(held, t[:1], tensor(f, values, 1, fwhat),
+                    streams.append(ArrayStream(_held_name(f), t[:1], tensor(f, values, 1, fwhat),
                                                meta={"source_feature": f.path}))
                     continue
-                meta.setdefault("episode_metadata" if f.path.startswith("episode_metadata/") else "features", {})
+                group = meta.setdefault(_meta_group(f), {})
                 value = meta_value(f, values, fwhat)
                 if value is not None:
-                    key = f.path.removeprefix("episode_metadata/")
-                    meta["episode_metadata" if f.path.startswith("episode_metadata/") else "features"][key] = value
+                    group[f.path.removeprefix("episode_metadata/")] = value
                 continue
             if f.kind == "text":
                 texts[f.path.removeprefix("steps/")] = texts_of(f, values, steps, fwhat)
@@ -235,6 +233,16 @@ class RldsDataset:
             raise InvalidInput(f"{what}: {'no steps' if not steps else 'no stream to store (all skipped)'}")
         texts_into(meta, texts, self.task_key)
         return streams, meta
+
+
+def _meta_group(f: Feature) -> str:
+    """Where an episode-level feature goes in the segment's metadata."""
+    return "episode_metadata" if f.path.startswith("episode_metadata/") else "features"
+
+
+def _held_name(f: Feature) -> str:
+    """The one-step stream an episode-level tensor too large for the catalog becomes."""
+    return f.path if f.path.startswith("episode_metadata/") else f"episode_metadata/{f.path}"
 
 
 def _read(files: SourceFiles, path: PurePath) -> str:
@@ -278,11 +286,9 @@ def describe(root: str | os.PathLike[str], fps: float | None = None, options: Ma
         if f.skip:
             target = f"dropped: {f.skip}"
         elif not f.step and f in ds.large_meta:
-            held = f.path if f.path.startswith("episode_metadata/") else f"episode_metadata/{f.path}"
-            target = f"stream {held} (one value at the start: {f.size} values are too many for the catalog)"
+            target = f"stream {_held_name(f)} (one value at the start: {f.size} values are too many for the catalog)"
         elif not f.step:
-            where = "episode_metadata" if f.path.startswith("episode_metadata/") else "features"
-            target = f"metadata {where}.{f.path.removeprefix('episode_metadata/')}"
+            target = f"metadata {_meta_group(f)}.{f.path.removeprefix('episode_metadata/')}"
         elif f.kind == "text":
             target = ("task (each distinct value under metadata texts too)" if key == ds.task_key
                       else f"metadata texts.{key} (its distinct values)")

@@ -91,9 +91,6 @@ class SourceFiles:
     def is_file(self, path: PurePath) -> bool:
         return Path(path).is_file() if self.fs is None else bool(self.fs.isfile(str(path)))
 
-    def size(self, path: PurePath) -> int:
-        return Path(path).stat().st_size if self.fs is None else int(self.fs.size(str(path)))
-
     def glob(self, folder: PurePath, suffix: str) -> list[PurePath]:
         """The files below ``folder`` (at any depth) whose names end in ``suffix``, sorted."""
         if self.fs is None:

@@ -70,9 +70,6 @@ class Checked:
     findings: list[dict[str, Any]] = field(default_factory=list)
     start_ns: int = 0  # the episode's first timestamp: findings are told in seconds from it
 
-    @property
-    def flagged(self) -> bool:
-        return bool(self.findings)
 
 
 def measure(seg: Segment) -> dict[str, Any]:

@@ -97,7 +97,7 @@ def frames(name: str, ts: np.ndarray, encoded: Sequence[bytes | memoryview] | np
         same = np.all(flat[1:] == flat[:-1], axis=1) if len(flat) > 1 else np.zeros(0, bool)
         blank = flat.std(axis=1) < 1.0 if flat.dtype.kind in "ui" else np.zeros(len(flat), bool)
     else:
-        same = np.array([bytes(encoded[i]) == bytes(encoded[i - 1]) for i in range(1, len(encoded))], bool)
+        same = np.array([encoded[i] == encoded[i - 1] for i in range(1, len(encoded))], bool)  # bytes compared, not copied
         sizes = np.fromiter((len(f) for f in encoded), np.int64, len(encoded))
         blank = np.zeros(len(encoded), bool)
         median = float(np.partition(sizes, len(sizes) // 2)[len(sizes) // 2])

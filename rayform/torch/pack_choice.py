@@ -50,8 +50,9 @@ def pack_for(slice_: Slice, spec: SampleSpec) -> Pack:
                                                              spec.resize)
     except NotFound as e:
         missing = e
-    if any(a.endswith(DELTA) for a in spec.actions()) and spec.streams(slice_.segment(0).streams) != wanted:
-        wanted = spec.streams(slice_.segment(0).streams)  # a recorded x_delta no pack has as x's delta
+    recorded = spec.streams(slice_.segment(0).streams) if any(a.endswith(DELTA) for a in spec.actions()) else wanted
+    if recorded != wanted:  # a recorded x_delta, which no pack has as x's delta
+        wanted = recorded
         try:
             return packs.find(slice_.id, spec.fps, wanted, horizon, history, spec.resize)
         except NotFound as e:
