@@ -23,6 +23,7 @@ from rayform.errors import InvalidInput
 from rayform.recordings import health
 from rayform.recordings.segment_reader import Segment
 from rayform.recordings.segments import Segments
+from rayform.untrusted import parsing
 
 DURATION_Z = 8.0  # an episode this many robust deviations from its site-and-task's median length
 COMMON = 0.9  # a stream this share of a site's episodes have is expected of every one
@@ -127,7 +128,9 @@ def check(table: Any, measured: Callable[[list[tuple[str, str]]], Iterable[dict[
                                     .to_numpy(zero_copy_only=False))
     picked = table.take(pa.array(candidates, pa.int64())).select(["site", "health"]).to_pylist()
     for i, r in zip(candidates.tolist(), picked):
-        mine = [f for f in json.loads(r["health"]).get("findings", []) if thresholds.crossed(r["site"], f)]
+        with parsing(f"the catalog of site {r['site']}: a row's health"):
+            doc = json.loads(r["health"])
+        mine = [f for f in health.kept(doc) if thresholds.crossed(r["site"], f)]
         if mine:
             findings[i] = mine
     unmeasured = np.flatnonzero(health_column.is_null().to_numpy(zero_copy_only=False))

@@ -244,6 +244,15 @@ def summary(findings: Sequence[Finding]) -> dict[str, Any]:
             "findings": [f.as_dict() for f in kept]}
 
 
+def kept(doc: Any) -> list[dict[str, Any]]:
+    """The findings of a catalog row's parsed ``health`` (untrusted: a store hands it over), each
+    as ``summary`` writes them; anything else in it is left out."""
+    found = doc.get("findings") if isinstance(doc, dict) else None
+    return [f for f in found if isinstance(f, dict) and isinstance(f.get("kind"), str)
+            and isinstance(f.get("stream"), str) and type(f.get("value")) in (int, float)
+            and type(f.get("start_ns")) is int and type(f.get("end_ns")) is int] if isinstance(found, list) else []
+
+
 def flagged(finding: Mapping[str, Any], thresholds: Mapping[str, float] = THRESHOLDS) -> bool:
     """Whether a kept finding (``summary``'s) crosses its threshold (a kind no threshold names: yes)."""
     kind, value = finding.get("kind"), finding.get("value")

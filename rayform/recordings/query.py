@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from rayform.errors import InvalidInput
+from rayform.untrusted import parsing
 
 FIELDS = {"duration": "duration_s", "start": "start_ns", "end": "end_ns", "start_ns": "start_ns", "end_ns": "end_ns",
           "task": "task", "site": "site", "name": "name", "id": "id", "version": "version", "recorded": "recorded",
@@ -194,8 +195,10 @@ class Columns:
         if name.startswith(("meta.", "health.")):
             top, *keys = name.split(".")
             if top not in self._json:
-                docs = [json.loads(m) if m else {} for m in self.table.column(top).to_pylist()]
-                self._json[top] = [d.get("signals", {}) for d in docs] if top == "health" else docs
+                with parsing(f"the catalog's {top} column"):  # a store's text: one Malformed if not JSON
+                    docs = [json.loads(m) if m else {} for m in self.table.column(top).to_pylist()]
+                self._json[top] = [d.get("signals", {}) if isinstance(d, dict) else {} for d in docs] \
+                    if top == "health" else docs
             out = np.empty(self.rows, object)
             for i, doc in enumerate(self._json[top]):
                 for key in keys:

@@ -207,5 +207,4 @@ def findings_of(column: str | None) -> list[dict[str, Any]]:
         doc = json.loads(column) if column else {}
     except ValueError:
         return []
-    found = doc.get("findings") if isinstance(doc, dict) else None
-    return [f for f in found if isinstance(f, dict) and health.flagged(f)] if isinstance(found, list) else []
+    return [f for f in health.kept(doc) if health.flagged(f)]

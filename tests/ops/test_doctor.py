@@ -216,3 +216,39 @@ def test_rows_that_do_not_know_their_length_or_streams_are_neither_counted_nor_j
     found = _population(table)
     assert sorted(found) == [known + 2]  # only the known short one without its camera
     assert {f["kind"] for f in found[known + 2]} == {"duration", "missing_stream"}
+
+
+@pytest.mark.parametrize("text", ["not json", "[1, 2]", '{"findings": [{"kind": "spike", "value": "x"}, 7]}'])
+def test_a_hostile_health_column_is_one_error_or_nothing_never_a_foreign_exception(planted, tmp_path, text):
+    import shutil
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from rayform.recordings.catalog_parts import ref_key
+    from rayform.view.segment_table import Filter, SegmentTable
+
+    client, _ = planted
+    root = tmp_path / "hostile"
+    shutil.copytree(client.store.root, root)
+    store = rayform.Client(root)
+    for part in store.segments.catalog.parts.live():
+        table = pq.read_table(pa.BufferReader(store.store.get_blob(part.part, "part")))
+        table = table.set_column(table.schema.get_field_index("health"), "health",
+                                 pa.array([text] * table.num_rows, pa.string()))
+        data = pa.BufferOutputStream()
+        pq.write_table(table, data)
+        digest = store.store.put_blob(data.getvalue().to_pybytes())
+        doc = json.loads(Path(root / ref_key(part.site, part.key)).read_text())
+        Path(root / ref_key(part.site, part.key)).write_text(json.dumps({**doc, "part": digest}))
+    said = _doctor(root)
+    if text == "not json":
+        assert said.returncode == 2 and "Traceback" not in said.stderr and len(said.stderr.strip().splitlines()) == 1
+        ls = subprocess.run([sys.executable, "-m", "rayform.cli.main", "-q", "--store", str(root), "segments", "ls",
+                             "--where", "health.spike > 1"], capture_output=True, text=True, timeout=300)
+        assert ls.returncode == 2 and "health column" in ls.stderr and "Traceback" not in ls.stderr
+    else:  # well-formed JSON holding nothing a finding is: nothing found in it, no error
+        assert "Traceback" not in said.stderr and said.returncode in (0, 1)
+        assert "spike" not in said.stdout
+    page = SegmentTable(store.segments.catalog).page(Filter(flagged=True))
+    assert all(r["findings"] == [] for r in page["rows"])
