@@ -39,7 +39,7 @@ import numpy as np
 
 from rayform import names
 from rayform.cache.store_view import CachedStore
-from rayform.errors import Malformed, NotFound
+from rayform.errors import Malformed, NotFound, StoreError
 from rayform.recordings.part_bounds import check_declared, decoded_budget, decoded_bytes
 from rayform.recordings.streams import median_period, task_of
 from rayform.untrusted import array_list, integer, mapping, string
@@ -50,6 +50,7 @@ PREFIX = "refs/catalog"
 _KEY = re.compile(r"(\d{8}T\d{6}\d{6}Z)-([0-9a-f]{8})(?:c[0-9a-f]{4})?")
 COLUMNS = ("site", "id", "name", "version", "bundle", "recorded", "start_ns", "end_ns", "duration_s", "task", "meta",
            "streams", "stream_names", "health", "flags")
+LISTINGS = 20  # listings of the parts tried while compactions replace what each listed
 OPTIONAL = ("health", "flags")  # parts written before health signals lack them: read as null (not measured)
 
 
@@ -305,25 +306,35 @@ class CatalogParts:
         return [p for p in found if (p.site, p.key) not in replaced]
 
     def listed(self, site: str | None = None) -> list[PartRef]:
-        """Every part a ref names (of one site or all), replaced ones too, by site and key."""
+        """Every part a ref names (of one site or all), replaced ones too, by site and key.
+
+        A part listed but gone when read was replaced by a compaction since the listing, and
+        what replaces it may have come after the listing (it is written before the parts it
+        replaces are removed): the listing is taken again, so a walk never passes over rows."""
         prefix = PREFIX if site is None else f"{PREFIX}/{names.site(site, trusted=True)}"
+        for _ in range(LISTINGS):
+            found, whole = self._read_listing(prefix)
+            if whole:
+                return sorted(found, key=lambda p: (p.site, p.key))
+        raise StoreError(f"{self.store.display}: the catalog's parts changed under {LISTINGS} listings in a row "
+                         "(compactions running without pause); try again")
+
+    def _read_listing(self, prefix: str) -> tuple[list[PartRef], bool]:
+        """The parts of one listing, and whether every ref it listed was still there."""
         found: list[PartRef] = []
         for key in self.store.list_refs(prefix):
             parts = key.split("/")
             if len(parts) != 4 or not names.SITE.fullmatch(parts[2]) or not _KEY.fullmatch(parts[3].removesuffix(".json")):
                 continue
-            part_key, part_site = parts[3].removesuffix(".json"), parts[2]
             what = f"ref {key} in {self.store.display}"
-            parse = functools.partial(_parse_ref, site=part_site, key=part_key, what=what)
+            parse = functools.partial(_parse_ref, site=parts[2], key=parts[3].removesuffix(".json"), what=what)
             try:
                 found.append(self.store.get_ref(key, parse=parse))
             except NotFound:
-                # removed by a compaction since the listing (what replaces it is listed), unless it
-                # is there after all: a walk that passed over a live part would let gc take its rows
                 if not self.store.has_ref(key):
-                    continue
-                found.append(self.store.get_ref(key, parse=parse))
-        return sorted(found, key=lambda p: (p.site, p.key))
+                    return found, False
+                found.append(self.store.get_ref(key, parse=parse))  # there after all: read again
+        return found, True
 
     def append(self, rows: Iterable[CatalogRow]) -> list[PartRef]:
         """One new part per site of ``rows`` (in their order); written, then made visible."""

@@ -32,7 +32,7 @@ from rayform.errors import (
 )
 from rayform.store import objectread
 from rayform.store.atomic import OnMark, copy_atomic, move_atomic, remove_empty_dirs, sweep_temporaries, write_atomic
-from rayform.store.backend import filesystem, redact, store_error
+from rayform.store.backend import filesystem, redact, store_error, whole_read_options
 from rayform.store.content import canonical_json, hash_file, sha256_hex
 from rayform.store.freshness import Freshness, NewBlob, modified_of, sweep_tombstones
 from rayform.untrusted import json_document
@@ -61,6 +61,7 @@ class Store:
         self.fs, root = filesystem(url, self.storage_options)
         self.protocol = self.fs.protocol if isinstance(self.fs.protocol, str) else self.fs.protocol[0]
         self.is_local = self.protocol in ("file", "local")
+        self._whole = whole_read_options(self.protocol)
         self.root = root.rstrip("/") if not self.is_local else str(Path(root).resolve())
         self.url = self.root if self.is_local else url.rstrip("/")
         self.id = sha256_hex(redact(self.url).encode())[:16]  # names this store in the cache
@@ -365,7 +366,7 @@ class Store:
 
     def _read(self, path: str, what: str) -> bytes:
         try:
-            return bytes(self.fs.cat_file(path))
+            return bytes(self.fs.cat_file(path, **self._whole))
         except FileNotFoundError as e:
             cls = BlobNotFound if path.startswith(f"{self.root}/blobs/") else NotFound
             raise cls(f"{what[:40]}: not in {self.display}") from e

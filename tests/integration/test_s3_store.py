@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import multiprocessing
+
+import numpy as np
 import pytest
 
 import rayform
 from rayform.converters.demo import DemoConfig, ingest_demo
-from rayform.ops.references import pack_closure, slice_closure
+from rayform.ops.references import pack_closure, segment_version, slice_closure
 from rayform.ops.verify import verify
 
 pytestmark = pytest.mark.s3
@@ -50,3 +53,30 @@ def test_the_cli_reaches_an_s3_store_through_storage_options_alone(s3_demo, tmp_
     r = subprocess.run([sys.executable, "-m", "rayform.cli.main", "slices", "ls", "--store", url, *flags,
                         "--cache", str(tmp_path / "cache")], capture_output=True, text=True, env=env, timeout=120)
     assert r.returncode == 0 and slice_id in r.stdout, r.stderr
+
+
+def _add_one(url: str, options: dict, name: str) -> None:
+    t = np.arange(10, dtype=np.int64) * 100_000_000
+    rayform.Client(url, storage_options=options).segments.add("lab", name, [rayform.ArrayStream("j", t, np.ones((10, 1), np.float32))])
+
+
+def test_a_long_lived_process_sees_what_another_wrote_since_it_listed(s3_store_url):
+    """s3fs keeps every listing it makes and answers later lookups from it: a catalog part
+    another process wrote after this one listed the site read as "not found" for the rest of the
+    process, so the catalog lacked its rows and gc's walk passed over them (a gc looping beside
+    an ingest deleted every older segment's bundle). The store asks S3 every time."""
+    from rayform.ops.gc import reachable
+
+    url, options = s3_store_url
+    client = rayform.Client(url, storage_options=options)
+    _add_one(url, options, "first")
+    assert [r.name for r in client.segments.list("lab")] == ["first"]
+    assert not client.store.has_ref("refs/catalog/lab/20000101T000000000000Z-00000000.json")  # a miss, as gc's own
+    writer = multiprocessing.get_context("spawn").Process(target=_add_one, args=(url, options, "second"))
+    writer.start()
+    writer.join(120)
+    assert writer.exitcode == 0
+    assert sorted(r.name for r in client.segments.list("lab")) == ["first", "second"]
+    assert all(client.store.has_ref(key) for key in client.store.list_refs("refs/catalog"))
+    second = next(r for r in client.segments.list("lab") if r.name == "second")
+    assert {r.blob for r in segment_version(client.store, second.id, second.version)} <= reachable(client)

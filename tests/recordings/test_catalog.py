@@ -356,3 +356,28 @@ def test_a_part_ref_that_fails_to_read_once_but_is_there_is_still_listed(tmp_pat
 
     monkeypatch.setattr(client.store, "get_ref", once_missing)
     assert len(parts.listed("lab")) == 1 and failed
+
+
+def test_a_compaction_between_a_listing_and_its_reads_never_hides_rows(tmp_path, monkeypatch):
+    """A compaction writes its part, then removes what it replaces: a listing taken before the
+    first and read after the second finds neither. Listing again finds the compaction's part,
+    so every row is seen (gc walking the first listing would delete every row's blobs)."""
+    client = rayform.Client(tmp_path / "store")
+    for i in range(3):
+        client.segments.add_many([_episode(i)])
+    parts = CatalogParts(client.store)
+    before = {p.key for p in parts.live("lab")}
+    assert len(before) >= 2
+    real, compacted = client.store.list_refs, []
+
+    def listing_then_compaction(prefix):
+        keys = list(real(prefix))
+        if not compacted:
+            compacted.append(None)
+            compacted[0] = client.segments.compact("lab")
+        return iter(keys)
+
+    monkeypatch.setattr(client.store, "list_refs", listing_then_compaction)
+    live = parts.live("lab")
+    assert compacted[0] is not None and {p.key for p in live}.isdisjoint(before)
+    assert sum(p.rows for p in live) == 3
