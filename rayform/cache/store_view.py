@@ -35,8 +35,9 @@ from rayform.cache.marks import read_known_good, verify_once
 from rayform.errors import BlobNotFound, IntegrityError, InvalidInput, OfflineError
 from rayform.store.content import canonical_json
 from rayform.store.freshness import NewBlob
+from rayform.store.listing import StoredBlob
 from rayform.store.retry import Retry
-from rayform.store.store import Store, StoredBlob
+from rayform.store.store import Store
 from rayform.untrusted import json_document
 
 

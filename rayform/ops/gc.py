@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from rayform.client import Client
 from rayform.errors import InvalidInput, RayformError, StoreError
 from rayform.ops.references import store_closure
-from rayform.store.store import StoredBlob
+from rayform.store.listing import StoredBlob
 
 GRACE_S = 3600.0
 GRACE_FLOOR_S = 600.0  # a shorter grace deletes only with force: it would take a running writer's blobs

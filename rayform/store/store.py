@@ -16,10 +16,8 @@ nothing of caches or offline use: that is the cached view's (``rayform.cache.sto
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
@@ -30,26 +28,18 @@ from rayform.errors import (
     NotFound,
     StoreError,
 )
-from rayform.store import objectread
+from rayform.store import listing, objectread
 from rayform.store.atomic import OnMark, copy_atomic, move_atomic, remove_empty_dirs, sweep_temporaries, write_atomic
 from rayform.store.backend import filesystem, redact, store_error, whole_read_options
 from rayform.store.content import canonical_json, hash_file, sha256_hex
-from rayform.store.freshness import Freshness, NewBlob, modified_of, sweep_tombstones
+from rayform.store.freshness import Freshness, NewBlob, sweep_tombstones
+from rayform.store.listing import StoredBlob
 from rayform.untrusted import json_document
-
-log = logging.getLogger("rayform")
 
 CHUNK = 4 << 20
 STREAM_BLOCK = 8 << 20  # ranged block size where a blob is read through fsspec's file objects
 # Filesystems whose single put is atomic: the object appears whole or not at all.
 _ATOMIC_PUT = {"s3", "s3a", "gs", "gcs", "az", "abfs", "memory"}
-
-
-@dataclass(frozen=True)
-class StoredBlob:
-    digest: str
-    size: int
-    modified: float | None  # seconds since the epoch; None where the backend does not say
 
 
 class Store:
@@ -233,13 +223,7 @@ class Store:
             found = self._wrap_read(self.fs.find, base, None, False, True)  # maxdepth, withdirs, detail
         except FileNotFoundError:
             return
-        for path, info in sorted(found.items()):
-            digest = path.rstrip("/").rsplit("/", 1)[-1]
-            if info.get("type", "file") != "file" or not names.DIGEST.fullmatch(digest):
-                continue
-            if not path.endswith(f"/blobs/{digest[:2]}/{digest}"):
-                continue
-            yield StoredBlob(digest, int(info.get("size") or 0), modified_of(info))
+        yield from listing.blobs(found)
 
     def delete_blob(self, digest: str) -> None:
         """Remove a blob nothing else can name (a pack's scratch run, unique by its nonce);
@@ -323,17 +307,7 @@ class Store:
             found = []
         if not found:
             self._check_exists()
-        root = self.root.rstrip("/") + "/"
-        keys = []
-        for path in found:
-            rel = path[len(root):] if path.startswith(root) else path
-            if not rel.endswith(".json") or os.path.basename(rel).startswith("."):
-                continue
-            if names.is_key(rel) and rel.startswith(prefix.rstrip("/") + "/"):
-                keys.append(rel)
-            else:
-                log.warning("rayform: %s: ignoring the key %r (not a rayform name)", self.display, rel[:120])
-        return iter(sorted(keys))
+        return iter(listing.ref_keys(found, self.root, prefix, self.display))
 
     @property
     def missing(self) -> bool:

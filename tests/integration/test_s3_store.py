@@ -57,7 +57,8 @@ def test_the_cli_reaches_an_s3_store_through_storage_options_alone(s3_demo, tmp_
 
 def _add_one(url: str, options: dict, name: str) -> None:
     t = np.arange(10, dtype=np.int64) * 100_000_000
-    rayform.Client(url, storage_options=options).segments.add("lab", name, [rayform.ArrayStream("j", t, np.ones((10, 1), np.float32))])
+    joints = rayform.ArrayStream("j", t, np.ones((10, 1), np.float32))
+    rayform.Client(url, storage_options=options).segments.add("lab", name, [joints])
 
 
 def test_a_long_lived_process_sees_what_another_wrote_since_it_listed(s3_store_url):
