@@ -7,6 +7,7 @@ import contextlib
 import hashlib
 import io
 import os
+import struct
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -14,11 +15,13 @@ import numpy as np
 
 import rayform
 from rayform.cli.main import main as cli
+from rayform.codec import records
 from rayform.pack.layout import clip_members
 from rayform.pack.manifest import ShardInfo, shard_fields
 from rayform.packer.driver import index_blob
 from rayform.packer.tar_writer import ShardWriter
 from rayform.read.reader import PackReader
+from rayform.store.bundle import MAGIC, pack_members
 
 
 def tree(root: Path, skip: Path | None = None) -> dict[str, str]:
@@ -89,3 +92,21 @@ def unchanged(root: Path, cache: Path) -> Iterator[None]:
     after = tree(root, cache)
     assert after == before, {k: (before.get(k), after.get(k)) for k in set(before) | set(after)
                              if before.get(k) != after.get(k)}
+
+
+def hostile_bundles(seg) -> dict[str, bytes]:
+    """Bundles a store could hold under their true names (so they hash right): each wrong inside."""
+    members = {d: bytes(seg.bundle.get(d)) for d in seg.bundle.digests()}
+    honest = pack_members(members)
+    lying = bytearray(honest)
+    lying[-1] ^= 0x01  # the last member no longer hashes to its name
+    others = dict(members)
+    others.pop(seg.version)  # a sound bundle without the version's manifest
+    index_bytes = struct.unpack("<Q", honest[len(MAGIC):len(MAGIC) + 8])[0]
+    index = records.from_npy(honest[len(MAGIC) + 8:len(MAGIC) + 8 + index_bytes], "index").copy()
+    overlapping = index.copy()
+    overlapping[1, 4] = 0  # the second member starts inside the first
+    head = records.to_npy(overlapping)
+    forged = MAGIC + struct.pack("<Q", len(head)) + head + honest[len(MAGIC) + 8 + index_bytes:]
+    return {"a member not hashing to its name": bytes(lying), "the manifest absent": pack_members(others),
+            "members overlapping": forged, "not a bundle": b"just some bytes"}

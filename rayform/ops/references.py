@@ -24,15 +24,18 @@ own: ``verify`` reports the manifest itself (it is in the walk), ``gc`` and ``pu
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
-from typing import NamedTuple
+from collections.abc import Generator, Iterable, Iterator
+from typing import Any, NamedTuple
 
+from rayform import names
 from rayform.cache.store_view import CachedStore
 from rayform.errors import NotFound, RayformError
 from rayform.pack import Pack, Packs
-from rayform.recordings.catalog import catalog_of
+from rayform.recordings.catalog import catalog_of, part_table
 from rayform.recordings.segments import Segments
 from rayform.recordings.slices import Slice, Slices
+
+_PLACES = ("id", "version", "bundle")  # what a walk reads of a catalog row
 
 
 class Reference(NamedTuple):
@@ -48,10 +51,11 @@ class Reference(NamedTuple):
 
 
 def segment_version(store: CachedStore, segment_id: str, version: str, *, bundle: str | None = None,
-                    strict: bool = False) -> Iterator[Reference]:
+                    located: bool = False, strict: bool = False) -> Iterator[Reference]:
     """A segment version's manifest, or the bundle holding it (``bundle``, or where the catalog
-    says), and every blob its streams name that is not in that bundle."""
-    if bundle is None:
+    says unless ``located``: then None is a loose manifest), and every blob its streams name
+    that is not in that bundle."""
+    if bundle is None and not located:
         where = catalog_of(store).locate(segment_id, version)
         bundle = where.bundle if where is not None else None
     what = f"segment {segment_id} {'bundle' if bundle else 'manifest'}"
@@ -108,8 +112,7 @@ def store_closure(store: CachedStore, *, strict: bool = True) -> Iterator[Refere
         except RayformError as e:
             if strict:
                 raise
-            yield Reference(digest, f"{sid} manifest")
-            yield Reference(digest, f"{sid} manifest", error=f"unreadable: {e}")
+            yield from _unreadable_slice(store, sid, digest, e)
     for ref in packs.refs():
         try:
             yield from pack_closure(packs.read(ref))
@@ -121,13 +124,48 @@ def store_closure(store: CachedStore, *, strict: bool = True) -> Iterator[Refere
     for part in catalog.parts.listed():
         yield Reference(part.part, f"catalog part {part.key} of site {part.site}")
     try:
-        rows = catalog.table(columns=["id", "version"])
+        rows = catalog.table(columns=list(_PLACES))
     except RayformError:
         if strict:
             raise
-        return
-    for segment_id, version in dict.fromkeys(zip(rows.column("id").to_pylist(), rows.column("version").to_pylist())):
-        yield from segment_version(store, segment_id, version, strict=strict)
+        rows = yield from _readable_rows(store)
+    # each row's own bundle: a version two rows place apart (a hostile part) is walked in both
+    for segment_id, version, bundle in dict.fromkeys(zip(*(rows.column(c).to_pylist() for c in _PLACES))):
+        yield from segment_version(store, segment_id, version, bundle=bundle, located=True, strict=strict)
+
+
+def _unreadable_slice(store: CachedStore, sid: str, digest: str, error: RayformError) -> Iterator[Reference]:
+    """A slice that cannot be read: its manifest, and its segments table where the manifest
+    names one, with the error on the one that fails (a corrupt table is not a bad manifest)."""
+    yield Reference(digest, f"{sid} manifest")
+    at, what = digest, f"{sid} manifest"
+    try:
+        manifest = store.get_json_blob(digest, f"slice manifest of {sid}")
+        if isinstance(manifest, dict) and "table" in manifest:
+            table = names.digest(manifest.get("table"), f"slice manifest of {sid}: table")
+            yield Reference(table, f"{sid} segments table")
+            at, what = table, f"{sid} segments table"
+            store.get_blob(table, f"segments table of {sid}")
+            at, what = digest, f"{sid} manifest"  # the table reads: what fails is the manifest's
+    except RayformError:
+        pass
+    yield Reference(at, what, error=f"unreadable: {error}")
+
+
+def _readable_rows(store: CachedStore) -> Generator[Reference, None, Any]:
+    """The ``id``, ``version`` and ``bundle`` of every row of the live catalog parts that can be read, each
+    one that cannot said (its rows reach nothing): a walk that is not strict names the part, and
+    goes on with the others, so ``verify`` never vouches for a catalog it could not read, nor
+    passes over what the rest of it lists."""
+    import pyarrow as pa
+
+    tables = [pa.table({c: pa.array([], pa.string()) for c in _PLACES})]
+    for part in catalog_of(store).parts.live():
+        try:
+            tables.append(part_table(store, part, list(_PLACES)).select(list(_PLACES)))
+        except RayformError as e:
+            yield Reference(part.part, f"catalog part {part.key} of site {part.site}", error=f"unreadable: {e}")
+    return pa.concat_tables(tables)
 
 
 def unique(references: Iterable[Reference]) -> dict[str, str]:

@@ -1,7 +1,9 @@
 """Nothing lost, as a property: random sequences of what users do to a store (add segments of
 every stream kind, recorded video kept; an ingest that fails midway; slices and splits; packs
 as JPEG or H.264, with history, resized; push to a second store and pull from it; gc with no
-grace; a blob corrupted or deleted) and, after every step:
+grace; a blob corrupted or deleted; two ingests and a compaction at once; a catalog part, under
+its true name, that is wrong itself or lists a segment in a bundle wrong inside) and, after every
+step:
 
 - what reading every visible object touches (every version every segment ref lists, every
   slice, every pack, read whole) is what the reference walk reaches, no less: a blob the
@@ -9,7 +11,9 @@ grace; a blob corrupted or deleted) and, after every step:
 - every blob the walk reaches is present and whole, but those the test damaged itself;
 - ``verify`` of a slice and its packs says ok exactly when reading them whole succeeds;
 - a pushed slice reads back at the destination identical, and its pull caches every blob a
-  dataset reads.
+  dataset reads;
+- concurrent ingests record every version they return, and a compaction leaves one row a
+  version.
 
 CI runs a bounded number of sequences; ``RAYFORM_STATES=500 python -m pytest
 tests/ops/test_store_states.py`` is the longer run.
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 import uuid
 
 import numpy as np
@@ -29,11 +34,12 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 import rayform
+from hostile import hostile_bundles
 from rayform.codec import imagecodec
 from rayform.errors import InvalidInput, RayformError
 from rayform.ops.pull import pull
 from rayform.ops.push import push
-from rayform.ops.references import Reference, pack_closure, slice_closure, store_closure
+from rayform.ops.references import pack_closure, slice_closure, store_closure
 from rayform.ops.verify import verify
 from rayform.read.reader import PackReader
 from rayform.store.store import Store
@@ -139,11 +145,17 @@ class StoreStates(RuleBasedStateMachine):
         self.source = rayform.Client(root / "store")
         self.dest = rayform.Client(f"memory://states-{uuid.uuid4().hex[:8]}", cache=root / "cache")
         self.damaged: set[str] = set()
+        self.hostile: dict[str, str] = {}  # a hostile object's blob -> the catalog part ref that made it visible
         self.originals: dict[str, bytes] = {}
         self.pushed: set[str] = set()
         self.refs: list = []
         self.slice_ids: list[str] = []
         self.seed = 0
+
+    def broken(self) -> bool:
+        """Whether the test damaged the store or planted something hostile in it: only then
+        may a user's step fail."""
+        return bool(self.damaged or self.hostile)
 
     # -- what users do ---------------------------------------------------------------------
     @rule(made=st.lists(st.tuples(st.sampled_from(CAMERAS), st.lists(st.sampled_from(EXTRAS), unique=True),
@@ -154,7 +166,7 @@ class StoreStates(RuleBasedStateMachine):
             try:  # a name given again is a new version of that segment; the old one stays readable
                 self.refs.append(self.source.segments.add("lab", name, _segment(camera, extras, self.seed)))
             except RayformError:
-                assert self.damaged, "adding a segment failed on a whole store"
+                assert self.broken(), "adding a segment failed on a whole store"
 
     @precondition(lambda self: self.refs)
     @rule(data=st.data())
@@ -164,7 +176,7 @@ class StoreStates(RuleBasedStateMachine):
         try:
             self.slice_ids.append(self.source.slices.create(chosen).id)
         except RayformError:
-            assert self.damaged, "a slice could not be made on a whole store"
+            assert self.broken(), "a slice could not be made on a whole store"
 
     @precondition(lambda self: self.slice_ids)
     @rule(data=st.data())
@@ -184,7 +196,7 @@ class StoreStates(RuleBasedStateMachine):
                              image_codec=codec, max_history=history, max_horizon=2, resize=resize, workers=1,
                              progress=False, shard_bytes=1 << 16, force=True)
         except RayformError:
-            assert self.damaged, "a pack failed on a whole store"
+            assert self.broken(), "a pack failed on a whole store"
 
     @precondition(lambda self: self.slice_ids)
     @rule(data=st.data())
@@ -193,7 +205,7 @@ class StoreStates(RuleBasedStateMachine):
         try:
             push(self.source, slice_id, self.dest, progress=False)
         except RayformError:
-            assert self.damaged, "a push failed on a whole store"
+            assert self.broken(), "a push failed on a whole store"
             return
         self.pushed.add(slice_id)
         if self.dest.packs.list(slice_id):
@@ -201,6 +213,98 @@ class StoreStates(RuleBasedStateMachine):
             cache = self.dest.store.cache
             for pack in report.packs:  # everything a dataset reads of the pack is in the cache
                 assert all(cache.has(r.blob) for r in pack_closure(pack))
+
+    @rule(made=st.lists(st.tuples(st.sampled_from(CAMERAS), st.sampled_from(["a", "b", "f", "g", "h"])), min_size=2,
+                        max_size=4), compacting=st.booleans())
+    def concurrent_writes(self, made, compacting):
+        """Two ingests and (maybe) a compaction of the site at once, each its own client: every
+        version an ingest returns is recorded, and compacting afterwards leaves one row each."""
+        batches: list[list] = [[], []]
+        for i, (camera, name) in enumerate(made):
+            self.seed += 1
+            batches[i % 2].append(("lab", name, _segment(camera, [], self.seed), None))
+        returned: list[list] = [[], []]
+        failed: list[RayformError] = []
+
+        def ingest(i):
+            try:
+                returned[i] = rayform.Client(self._root / "store").segments.add_many(batches[i])
+            except RayformError as e:
+                failed.append(e)
+
+        def compact():
+            try:
+                rayform.Client(self._root / "store").segments.compact("lab")
+            except RayformError as e:
+                failed.append(e)
+
+        from rayform.recordings import segment_writer
+
+        threads = [threading.Thread(target=ingest, args=(i,), name=f"writer-{i}") for i in range(2)]
+        threads += [threading.Thread(target=compact, name="compactor")] if compacting else []
+        with segment_writer.time.lanes_for([t.name for t in threads]):
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+        returned_refs = [*returned[0], *returned[1]]
+        self.refs.extend(returned_refs)
+        if self.broken():
+            return
+        assert not failed, failed
+        self.source.segments.compact("lab")
+        table = self.source.segments.catalog.table(site="lab", columns=["id", "version"])
+        rows = list(zip(table.column("id").to_pylist(), table.column("version").to_pylist()))
+        assert len(rows) == len(set(rows)), "a compaction kept two rows of one version"
+        assert {(r.id, r.version) for r in returned_refs} <= set(rows), "an ingest's version is not recorded"
+
+    @precondition(lambda self: self.refs)
+    @rule(data=st.data(), kind=st.sampled_from(["a member not hashing to its name", "the manifest absent",
+                                                "members overlapping", "not a bundle", "part not parquet",
+                                                "part rows lie", "part names a path"]))
+    def hostile_part(self, data, kind):
+        """A catalog part made visible by a ref, its blob under its true name: either wrong itself,
+        or listing a segment in a bundle that is wrong inside (as a hostile store holds them)."""
+        from rayform.recordings import catalog as catalog_module
+        from rayform.recordings.catalog_parts import COLUMNS, CatalogParts, encode_table, new_key, ref_key
+        from rayform.recordings.segment_writer import segment_id
+
+        ref = data.draw(st.sampled_from(self.refs))
+        try:
+            seg = self.source.segments.get(ref.id, ref.version)
+            table = self.source.segments.catalog.table(site="lab")
+        except RayformError:
+            return
+        mask = [i == ref.id and v == ref.version for i, v in zip(table.column("id").to_pylist(),
+                                                                  table.column("version").to_pylist())]
+        row = table.filter(mask).slice(0, 1).select(list(COLUMNS))
+        if seg.bundle is None or row.num_rows == 0:
+            return
+        import pyarrow as pa
+
+        def column(table, name, value):
+            return table.set_column(table.schema.get_field_index(name), name, pa.array([value], pa.string()))
+
+        self.seed += 1
+        name = f"hostile-{self.seed}"
+        row = column(column(row, "id", segment_id("lab", name)), "name", name)
+        rows, bundle = 1, None
+        if kind == "part not parquet":
+            part = b"PAR1 not a parquet file"
+        elif kind == "part rows lie":
+            part, rows = encode_table(row), 99
+        elif kind == "part names a path":
+            part = encode_table(column(row, "bundle", "../../etc/passwd"))
+        else:
+            bundle = self.source.store.put_blob(hostile_bundles(seg)[kind])
+            part = encode_table(column(row, "bundle", bundle))
+        digest = self.source.store.put_blob(part)
+        key = ref_key("lab", new_key())
+        self.source.store.put_ref(key, {"format": "rayform.catalog-part/1", "part": digest, "rows": rows,
+                                        "replaces": []})
+        self.hostile[bundle or digest] = key  # the part is sound where the bundle it lists is not
+        catalog_module._TABLES.clear()
+        assert CatalogParts(self.source.store).listed("lab")
 
     # what happens now and then: one rule, so the steps above come as often as each of these
     @rule(data=st.data(), action=st.sampled_from(["fail", "gc", "gc", "damage", "repair"]))
@@ -235,7 +339,7 @@ class StoreStates(RuleBasedStateMachine):
         try:
             collect(self.source, delete=True, grace_s=0, force=True)
         except RayformError:
-            assert self.damaged, "gc failed on a whole store"  # a manifest it cannot read stops it
+            assert self.broken(), "gc failed on a whole store"  # a manifest it cannot read stops it
 
     def damage_a_blob(self, data, how):
         blobs = sorted(b.digest for b in self.source.store.list_blobs())
@@ -254,7 +358,14 @@ class StoreStates(RuleBasedStateMachine):
         self.damaged.add(digest)
 
     def repair(self):
-        """Every damaged blob re-created from its source (what verify's message asks)."""
+        """Every damaged blob re-created from its source (what verify's message asks), and every
+        hostile part's ref removed (what gc's message asks); a hostile row a compaction folded
+        into a part of its own stays (nothing says which rows to drop)."""
+        for digest, key in sorted(self.hostile.items()):
+            if self.source.store.has_ref(key):
+                self.source.store.delete_ref(key)
+        reached = {r.blob for r in store_closure(self.source.store, strict=False)}
+        self.hostile = {d: key for d, key in self.hostile.items() if d in reached}
         for digest in sorted(self.damaged):
             path = self.source.store.blob_file(digest)
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -332,11 +443,16 @@ class StoreStates(RuleBasedStateMachine):
 
     def the_walk_reaches_all_reading_touches_and_all_it_reaches_is_whole(self):
         touched, read_ok = self._read_everything()
-        walk = {r.blob for r in store_closure(self.source.store, strict=False)}
+        references = list(store_closure(self.source.store, strict=False))
+        walk = {r.blob for r in references}
         assert touched <= walk, f"reading touches blobs the walk misses: {sorted(touched - walk)[:3]}"
-        report = verify(self.source.store, [Reference(b, "walked") for b in walk])
+        report = verify(self.source.store, references)  # bundles opened, unreadable objects said
         bad = {p.blob for p in report.problems}
-        assert bad <= self.damaged, f"lost or corrupted, not by the test: {sorted(bad - self.damaged)[:3]}"
+        planted = self.damaged | set(self.hostile)
+        assert bad <= planted, f"lost or corrupted, not by the test: {sorted(bad - planted)[:3]}"
+        missed = set(self.hostile) & walk - bad
+        assert not missed, f"verify vouched for a hostile object: {sorted(missed)[:3]}"
+        assert bad or not self.hostile, "verify vouched for a store holding a hostile object"
         assert read_ok == (not bad & touched)
 
     def verify_says_ok_exactly_when_a_slice_and_its_packs_read_whole(self):
@@ -369,14 +485,29 @@ class StoreStates(RuleBasedStateMachine):
 
 class _Clock:
     """``time`` for the segment writer: what a catalog row says was recorded when, counted (the
-    same sequence of steps writes the same bytes, so hypothesis can replay it)."""
+    same sequence of steps writes the same bytes, so hypothesis can replay it). Writers running
+    at once each count on a lane of their own, so their times do not depend on how they
+    interleave."""
 
     def __init__(self) -> None:
         self.now = 1_700_000_000_000_000_000
+        self.lanes: dict[str, int] = {}
 
     def time_ns(self) -> int:
+        lane = threading.current_thread().name
+        if lane in self.lanes:
+            self.lanes[lane] += 1_000_000
+            return self.lanes[lane]
         self.now += 1_000_000
         return self.now
+
+    @contextlib.contextmanager
+    def lanes_for(self, names: list[str]):
+        self.lanes = {name: self.now + i * 1_000 for i, name in enumerate(names)}
+        try:
+            yield
+        finally:
+            self.now, self.lanes = max([self.now, *self.lanes.values()]), {}
 
 
 @pytest.fixture

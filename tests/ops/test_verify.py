@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import os
 import re
-import struct
 
-from rayform.codec import records
+from hostile import hostile_bundles
 from rayform.ops.references import Reference, pack_closure, segment_version, slice_closure
 from rayform.ops.verify import verify
-from rayform.store.bundle import MAGIC, pack_members
 
 
 def _flip(path: str, at: int) -> None:
@@ -59,24 +57,6 @@ def test_the_progress_bar_counts_each_blob_once(demo_client, capsys):
     assert report.blobs == len({r.blob for r in blobs}) and counts[-1] == report.blobs, err[-500:]
 
 
-def _hostile_bundles(client, seg) -> dict[str, bytes]:
-    """Bundles a store could hold under their true names (so they hash right): each wrong inside."""
-    members = {d: bytes(seg.bundle.get(d)) for d in seg.bundle.digests()}
-    honest = pack_members(members)
-    lying = bytearray(honest)
-    lying[-1] ^= 0x01  # the last member no longer hashes to its name
-    others = dict(members)
-    others.pop(seg.version)  # a sound bundle without the version's manifest
-    index_bytes = struct.unpack("<Q", honest[len(MAGIC):len(MAGIC) + 8])[0]
-    index = records.from_npy(honest[len(MAGIC) + 8:len(MAGIC) + 8 + index_bytes], "index").copy()
-    overlapping = index.copy()
-    overlapping[1, 4] = 0  # the second member starts inside the first
-    head = records.to_npy(overlapping)
-    forged = MAGIC + struct.pack("<Q", len(head)) + head + honest[len(MAGIC) + 8 + index_bytes:]
-    return {"a member not hashing to its name": bytes(lying), "the manifest absent": pack_members(others),
-            "members overlapping": forged, "not a bundle": b"just some bytes"}
-
-
 def test_verify_opens_every_bundle_and_reports_a_segment_it_cannot_read(demo_client):
     """A bundle is a blob named by its hash: one written under its true name hashes right, so
     verify opens it, checks its index and every member, and says so when the segment in it
@@ -84,7 +64,7 @@ def test_verify_opens_every_bundle_and_reports_a_segment_it_cannot_read(demo_cli
     client, s = demo_client
     seg = s.segment(0)
     assert verify(client.store, segment_version(client.store, seg.id, seg.version, bundle=seg.bundle.digest)).ok
-    for case, data in _hostile_bundles(client, seg).items():
+    for case, data in hostile_bundles(seg).items():
         digest = client.store.put_blob(data)
         report = verify(client.store, segment_version(client.store, seg.id, seg.version, bundle=digest))
         assert not report.ok, case
@@ -105,3 +85,27 @@ def test_verify_stops_at_its_limit_without_walking_the_rest(demo_client):
     report = verify(client.store, references(), limit=7)
     assert report.stopped and len(report.problems) == 7 and walked == 7
     assert all(p.error == "is missing" for p in report.problems)
+
+
+def test_a_store_walk_names_an_unreadable_catalog_part_and_walks_the_rest(tmp_path):
+    """A catalog part that cannot be read is said (verify reports it), and every other part's
+    rows are still walked: the walk never stops at the first bad part, nor vouches for it."""
+    import numpy as np
+
+    import rayform
+    from rayform.ops.references import store_closure
+    from rayform.recordings.catalog_parts import new_key, ref_key
+
+    client = rayform.Client(tmp_path / "store")
+    t = np.arange(5, dtype=np.int64) * 10**8
+    refs = [client.segments.add("lab", f"e{i}", [rayform.ArrayStream("j", t, np.full((5, 1), i, np.float32))])
+            for i in range(2)]
+    expected = {r.blob for ref in refs for r in segment_version(client.store, ref.id, ref.version)}
+    bad = client.store.put_blob(b"PAR1 not a parquet file")
+    client.store.put_ref(ref_key("lab", new_key()), {"format": "rayform.catalog-part/1", "part": bad, "rows": 1,
+                                                      "replaces": []})
+    walk = list(store_closure(client.store, strict=False))
+    assert [r.blob for r in walk if r.error is not None] == [bad]
+    assert expected <= {r.blob for r in walk}
+    report = verify(client.store, walk)
+    assert [p.blob for p in report.problems] == [bad] and "catalog part" in report.problems[0].what
