@@ -24,12 +24,15 @@ pytestmark = pytest.mark.timeout(60)
 
 
 class Gated:
-    """A store read that stops at byte ``gate`` until ``go`` is set (then dies there, with ``die``)."""
+    """A store read that stops at byte ``gate`` until ``go`` is set (then dies there, with ``die``);
+    ``began`` is set at its first read (the fetch holds the shard's lock by then)."""
 
-    def __init__(self, data: bytes, start: int, gate: int, go, die: bool = False):
-        self.data, self.pos, self.gate, self.go, self.die = data, start, gate, go, die
+    def __init__(self, data: bytes, start: int, gate: int, go, die: bool = False, began=None):
+        self.data, self.pos, self.gate, self.go, self.die, self.began = data, start, gate, go, die, began
 
     def read(self, n: int = -1) -> bytes:
+        if self.began is not None:
+            self.began.set()
         if self.pos >= self.gate and (self.die or not self.go.is_set()):
             self.go.wait(30)
             if self.die:
@@ -106,9 +109,9 @@ def test_a_chunk_that_does_not_match_stops_the_reader_at_it(shard, monkeypatch):
     arrival.close()
 
 
-def _fetch_in_another_process(store, data, digest, chunks, gate, go, die):
+def _fetch_in_another_process(store, data, digest, chunks, gate, go, die, began):
     Gated_ = Gated  # the child's own copy of the patched read
-    type(store.backend).read_from = lambda self, d, start, *a: Gated_(data, start, gate, go, die)
+    type(store.backend).read_from = lambda self, d, start, *a: Gated_(data, start, gate, go, die, began)
     _fetch(store, data, digest, chunks, None)
 
 
@@ -118,12 +121,13 @@ def test_another_process_s_copy_is_read_as_it_arrives(shard, monkeypatch, dies):
     arrives instead of waiting for the whole. If that fetch dies, they are told, and fetch it."""
     store, data, digest, chunks = shard
     ctx = multiprocessing.get_context("fork")
-    go = ctx.Event()
+    go, began = ctx.Event(), ctx.Event()
     other = ctx.Process(target=_fetch_in_another_process,
-                        args=(store, data, digest, chunks, 4 * CHUNK + 7, go, dies))
+                        args=(store, data, digest, chunks, 4 * CHUNK + 7, go, dies, began))
     other.start()
-    while not (store.cache.root / "locks" / digest).exists():  # its fetch has begun
-        other.join(0.01)
+    # its fetch has begun, holding the shard's lock (its lock file appears a moment before it is
+    # held: waiting for the file alone let this process take the lock first under load)
+    assert began.wait(30)
     _gate(monkeypatch, store, data, len(data), threading.Event())  # ours, if it fetches: no gate
     arrival = Arrival()
     mine = threading.Thread(target=lambda: _fetch(store, data, digest, chunks, arrival))
