@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -32,7 +32,7 @@ from rayform.cache.arrival import Arrival
 from rayform.cache.directory import ShardCache
 from rayform.cache.fetching import FetchRequest
 from rayform.cache.marks import read_known_good, verify_once
-from rayform.errors import BlobNotFound, IntegrityError, InvalidInput, OfflineError
+from rayform.errors import BlobNotFound, IntegrityError, InvalidInput, OfflineError, StoreError
 from rayform.store.content import canonical_json
 from rayform.store.freshness import NewBlob
 from rayform.store.listing import StoredBlob
@@ -191,6 +191,20 @@ class CachedStore:
 
     def confirm_blob(self, digest: str) -> bool:
         return self.backend.confirm_blob(digest)
+
+    def confirm_committed(self, blobs: Mapping[str, bytes | None], what: str) -> None:
+        """Around the commit of a ref naming ``blobs`` (digest -> its bytes): each freshened, so
+        a gc deciding from now on keeps it; one a gc with a grace shorter than the write
+        (``gc --force``) deleted meanwhile is written again from its bytes, or, where they are
+        not at hand (None: a shard moved into the store), a StoreError naming the fix."""
+        for digest, data in blobs.items():
+            if self.confirm_blob(digest):
+                continue
+            if data is None:
+                raise StoreError(f"{what}: blob {digest[:16]} was deleted before its commit (a gc with a grace "
+                                 f"shorter than the write, in {self.display}?); nothing was recorded: write it "
+                                 "again, and run gc with a longer --grace")
+            self.put_blob(data)
 
     def get_blob(self, digest: str, what: str = "") -> bytes:
         """The blob's bytes, verified (for a remote store: through its cached copy)."""

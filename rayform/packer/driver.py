@@ -56,6 +56,7 @@ from rayform.packer.survey import survey
 from rayform.packer.tar_writer import ShardFile
 from rayform.recordings.slices import Slice
 from rayform.store.atomic import scratch_dir, sweep_scratch
+from rayform.store.content import canonical_json
 
 log = logging.getLogger("rayform.pack")
 RUNS = 32  # a slice is rendered in at least this many runs
@@ -144,14 +145,19 @@ def _render_pack(slice_: Slice, spec: PackSpec, executor: Executor | None, worke
             schema[name] = dataclasses.replace(s, video=counted)
     counts = [SegmentCount(p.segment_id, p.version, p.site, len(p.times), p.instants, p.dropped) for p in plans]
     apart = store.put_json_blob(segment_entries(counts)) if len(counts) >= SEGMENTS_APART else None
+    index, chunks = index_blob(store, shards), store.put_blob(b"".join(s.chunks for s in shards))
     manifest = write_manifest(
         slice_id=slice_.id, slice_digest=slice_.digest, spec=spec, schema=schema, members=members,
-        shards=[ShardInfo(s.sha256, s.bytes, s.samples) for s in shards], index=index_blob(store, shards),
-        chunk_bytes=shard_files.CHUNK_BYTES, chunks=store.put_blob(b"".join(s.chunks for s in shards)), stats=stats,
-        segments=counts, segments_blob=apart)
+        shards=[ShardInfo(s.sha256, s.bytes, s.samples) for s in shards], index=index,
+        chunk_bytes=shard_files.CHUNK_BYTES, chunks=chunks, stats=stats, segments=counts, segments_blob=apart)
     digest = store.put_json_blob(manifest)
+    # a pack runs for long: a gc with a shorter grace may have taken a shard, which cannot be
+    # written again from here (nothing is committed then), and its manifest once the ref is there
+    committed: list[str] = [*(shard.sha256 for shard in shards), index, chunks, *([apart] if apart else [])]
+    store.confirm_committed(dict.fromkeys(committed), f"pack {spec.key()} of {slice_.id}")
     made = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="microseconds")
     store.put_ref(f"refs/packs/{slice_.id}/{spec.key()}.json", pack_ref(digest, spec, made))
+    store.confirm_committed({digest: canonical_json(manifest)}, f"pack {spec.key()} of {slice_.id}")
     pack = Pack(digest, manifest)
     if pack.dropped["instants"]:
         log.info("%s: dropped %d of %d instants as stale (%s)", slice_.id, pack.dropped["instants"],

@@ -351,10 +351,8 @@ class CatalogParts:
         created = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="microseconds")
         self.store.put_ref(ref_key(site, key), {"format": PART_FORMAT, "part": digest, "rows": n,
                                                 "replaces": list(replaces), "created": created})
-        # the ref reaches it from now on; a gc that decided before (``gc --force`` with no grace)
-        # may have deleted it meanwhile: freshened, or written again
-        if not self.store.confirm_blob(digest):
-            self.store.put_blob(data)
+        # the ref reaches it from now on; a gc that decided before may have deleted it meanwhile
+        self.store.confirm_committed({digest: data}, f"catalog part {key}")
         return PartRef(site, key, digest, n, replaces)
 
     def compact(self, site: str, merged: bytes, rows: int, replaced: Sequence[PartRef],

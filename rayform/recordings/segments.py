@@ -22,7 +22,7 @@ from typing import Any
 
 from rayform import names
 from rayform.cache.store_view import CachedStore
-from rayform.errors import NotFound, RayformError, SegmentNotFound, StoreError
+from rayform.errors import NotFound, RayformError, SegmentNotFound
 from rayform.interrupts import held
 from rayform.recordings.bundles import open_bundle
 from rayform.recordings.catalog import LEGACY, Catalog, catalog_of, part_table
@@ -126,11 +126,7 @@ class Segments:
         there, and freshen it so that a gc deciding from now on keeps it (a few: small ones are
         in bundles): a gc with a grace shorter than the write (``gc --force``) may have deleted
         one, and a commit naming it would lose its data."""
-        for digest in dict.fromkeys(b.digest for b in written):
-            if not self.store.confirm_blob(digest):
-                raise StoreError(f"blob {digest[:16]} of this write was deleted before its commit (a gc with a "
-                                 f"grace shorter than the write, in {self.store.display}?); nothing was recorded: "
-                                 "write it again, and run gc with a longer --grace")
+        self.store.confirm_committed(dict.fromkeys(b.digest for b in written), "this write")
 
     def record(self, refs: Sequence[SegmentRef]) -> None:
         """Make stored segment versions visible: each becomes its segment's latest (one catalog

@@ -30,6 +30,7 @@ from rayform.recordings.segment_writer import SegmentRef, check_site
 from rayform.recordings.segments import Segments
 from rayform.recordings.slice_table import TABLE_AT, UNTAKEN, Columns, SliceSegment, SliceSegments
 from rayform.recordings.splits import check_fractions, split_of
+from rayform.store.content import canonical_json
 from rayform.untrusted import array_list, integer, mapping, string
 
 __all__ = ["Slice", "SliceSegment", "SliceSegments", "Slices"]
@@ -176,13 +177,17 @@ class Slices:
             s = selection.segments()[twice] if len(selection) < TABLE_AT else SliceSegments(table=selection.encode())[twice]
             raise InvalidInput(f"slice: {s.id}@{s.version[:8]} selected twice")
         if len(selection) >= TABLE_AT:  # a table blob: no list of a million objects, here or in a reader
-            table: str | None = self.store.put_blob(selection.encode())
+            encoded = selection.encode()
+            table: str | None = self.store.put_blob(encoded)
             listed = None
         else:
-            table, listed = None, selection.segments()
+            table, listed, encoded = None, selection.segments(), b""
         manifest = _manifest(name, listed, table, len(selection))
         digest = self.store.put_json_blob(manifest)
         slice_id = self._claim_id(digest)
+        # the ref reaches them from now on; a gc that decided before may have deleted one meanwhile
+        self.store.confirm_committed({digest: canonical_json(manifest), **({table: encoded} if table else {})},
+                                     f"slice {slice_id}")
         return Slice(self.store, slice_id, digest, manifest)
 
     def get(self, slice_id: str) -> Slice:

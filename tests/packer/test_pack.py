@@ -316,3 +316,38 @@ def test_a_large_slices_pack_keeps_its_segments_entries_apart(packed_small, monk
         apart.segments
     reread = rayform.Pack(apart.digest, manifest)
     assert reread.manifest == manifest and reread.samples == listed.samples
+
+
+def test_a_pack_whose_shard_went_before_its_commit_records_nothing(demo_client, monkeypatch):
+    """A gc with a grace shorter than the pack (``--force``) deleted a shard meanwhile: the pack
+    checks its blobs before its ref and fails naming the fix, rather than name data that is gone."""
+    from rayform.packer import driver
+
+    client, s = demo_client
+    real = driver.write_manifest
+
+    def shard_taken(**kw):
+        client.store.blob_file(kw["shards"][0].sha256).unlink()
+        return real(**kw)
+
+    monkeypatch.setattr(driver, "write_manifest", shard_taken)
+    with pytest.raises(rayform.errors.StoreError, match="deleted before its commit.*longer --grace"):
+        client.pack(s, 15, streams=["joints/position"], progress=False)
+    assert client.packs.list(s) == []
+
+
+def test_a_pack_manifest_taken_right_before_its_ref_is_written_again(demo_client, monkeypatch):
+    """A gc that decided before the ref was written deletes the manifest it did not see reached:
+    once the ref is there, the pack confirms its manifest and writes it again."""
+    client, s = demo_client
+    real = type(client.store).put_ref
+
+    def manifest_taken(self, key, obj):
+        if key.startswith("refs/packs/"):
+            self.blob_file(obj["manifest"]).unlink()
+        return real(self, key, obj)
+
+    monkeypatch.setattr(type(client.store), "put_ref", manifest_taken)
+    pack = client.pack(s, 15, streams=["joints/position"], progress=False)
+    monkeypatch.undo()
+    assert [p.digest for p in rayform.Client(client.store.url).packs.list(s)] == [pack.digest]

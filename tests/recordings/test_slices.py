@@ -8,6 +8,7 @@ import re
 import numpy as np
 import pytest
 
+import rayform
 from rayform import ArrayStream
 from rayform.errors import InvalidInput, SliceNotFound
 
@@ -73,3 +74,30 @@ def test_an_empty_selection_is_refused(client):
         client.slices.create([])
     with pytest.raises(InvalidInput, match="no segments"):
         client.slices.create(site="nowhere")
+
+
+@pytest.mark.parametrize("segments", [2, 5], ids=["listed", "table"])
+def test_a_slice_whose_blobs_were_taken_right_before_its_ref_is_written_again(client, monkeypatch, segments):
+    """A gc that decided before the ref was written deletes the manifest (and segments table) it
+    did not see reached: once the ref is there, the slice confirms them and writes them again."""
+    from rayform.recordings import slices
+
+    monkeypatch.setattr(slices, "TABLE_AT", 3)
+    t = np.arange(5, dtype=np.int64) * 10**8
+    refs = [client.segments.add("lab", f"e{i}", [rayform.ArrayStream("j", t, np.full((5, 1), i, np.float32))])
+            for i in range(segments)]
+    real = type(client.store).put_ref
+
+    def taken(self, key, obj):
+        if key.startswith("refs/slices/"):
+            manifest = self.get_json_blob(obj["manifest"])
+            for digest in [obj["manifest"], *([manifest["table"]] if "table" in manifest else [])]:
+                self.blob_file(digest).unlink()
+        return real(self, key, obj)
+
+    monkeypatch.setattr(type(client.store), "put_ref", taken)
+    made = client.slices.create(refs)
+    monkeypatch.undo()
+    again = rayform.Client(client.store.url).slices.get(made.id)
+    assert [(x.id, x.version) for x in again.segments] == [(r.id, r.version) for r in refs]
+    assert (again.table_blob is not None) == (segments >= 3)
