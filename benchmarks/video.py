@@ -40,6 +40,7 @@ from streaming import cpu_seconds as process_cpu
 from streaming import start_moto
 
 import rayform
+from rayform.codec.codecs import VIDEO_CODECS
 from rayform.codec.video import psnr
 from rayform.diagnostics.batch_mixing import mixing
 from rayform.ops.references import pack_data
@@ -203,7 +204,7 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--copies", type=int, default=4, help="the real frames this many times over, as more episodes")
-    ap.add_argument("--codec", default="h264", choices=["h264", "av1", "hevc"])
+    ap.add_argument("--codec", default="h264", choices=VIDEO_CODECS)
     ap.add_argument("--clip-frames", type=int, default=CLIP_FRAMES,
                     help="samples a clip (its keyframe interval): fewer, cheaper random access, more bytes")
     ap.add_argument("--store", help="a store to build in (default: a temporary one)")

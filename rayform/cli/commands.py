@@ -11,11 +11,11 @@ from typing import Any
 from rayform.cli.show import stream_kind
 from rayform.cli.words import dtype_in_words, plural
 from rayform.client import Client
+from rayform.codec.codecs import VIDEO_CODECS
 from rayform.errors import InvalidInput, NotFound, PackNotFound, StoreError
 from rayform.ops.references import pack_closure, slice_closure
 from rayform.ops.verify import verify as verify_blobs
 from rayform.pack import Pack, PackSpec
-from rayform.pack.spec import VIDEO_CODECS
 from rayform.pack.stats import stream_of
 from rayform.recordings.slices import Slice
 from rayform.sizes import format_size, parse_size
@@ -366,7 +366,7 @@ def _mapping(args: argparse.Namespace) -> dict[str, str | None]:
 
 
 def ingest(args: argparse.Namespace) -> int:
-    from rayform.converters.ingest import describe
+    from rayform.converters.formats import describe
     from rayform.converters.ingest import ingest as ingest_sources
 
     source = {"mapping": _mapping(args), "storage_options": storage_options(args.source_option) or None,

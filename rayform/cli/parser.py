@@ -7,6 +7,7 @@ import argparse
 from typing import Any, NoReturn
 
 from rayform import __version__
+from rayform.pack.spec import CODECS
 
 EXIT_USER = 2
 
@@ -55,7 +56,8 @@ def parser() -> argparse.ArgumentParser:
     from rayform.cli import commands as c
     from rayform.cli import doctor_command as dc
     from rayform.cli import segment_commands as sc
-    from rayform.codec.video_encoder import CRF
+    from rayform.codec.codecs import VIDEO
+    from rayform.converters.formats import FORMATS
 
     # The global options, accepted before the command and after it (SUPPRESS: a subcommand's
     # parser leaves a value given before the command as it was).
@@ -128,9 +130,9 @@ def parser() -> argparse.ArgumentParser:
     pk.add_argument("slice", help="the slice: its id (slc_…) or name")
     pk.add_argument("--fps", type=float, required=True, help="samples per second of recording")
     pk.add_argument("--streams", help="comma-separated (default: every stream all segments share)")
-    pk.add_argument("--codec", default="keep", choices=["keep", "jpeg", "png", "h264", "av1", "hevc"],
-                    help="image codec: keep (recorded images and video as they are), jpeg, png, or video: h264, av1, "
-                         "hevc (default: keep)")
+    pk.add_argument("--codec", default="keep", choices=list(CODECS),
+                    help="image codec: keep (recorded images and video as they are), jpeg, png, or video: "
+                         f"{', '.join(VIDEO)} (default: keep)")
     pk.add_argument("--quality", type=_whole(1, 100), help="with --codec jpeg: re-encode every camera at this JPEG quality, "
                     "recorded JPEGs too (without it they are kept untouched, and other frames encoded at 90)")
     pk.add_argument("--psnr", type=float, metavar="DB",
@@ -138,8 +140,9 @@ def parser() -> argparse.ArgumentParser:
                          "CRF that meets it on a sample of clips is used (the fewest bytes). show prints what a pack "
                          "measured, and JPEG q90's figure beside it")
     pk.add_argument("--crf", type=_whole(0, 63), help="video quality, lower is better and larger (default: "
-                    + ", ".join(f"{codec} {crf}" for codec, crf in CRF.items()) + ")")
-    pk.add_argument("--preset", help="video encoder speed (default: h264 and hevc medium, av1 8)")
+                    + ", ".join(f"{codec} {c.crf}" for codec, c in VIDEO.items()) + ")")
+    pk.add_argument("--preset", help="video encoder speed (default: "
+                    + ", ".join(f"{codec} {c.preset}" for codec, c in VIDEO.items()) + ")")
     pk.add_argument("--clip-frames", type=_whole(1, 256),
                     help="samples per video clip, the unit a pack's order shuffles (default 8; 64 with --history, a "
                          "keyframe every 8 inside, so history frames are stored once)")
@@ -164,7 +167,7 @@ def parser() -> argparse.ArgumentParser:
     pk.set_defaults(run=c.pack)
 
     ing = _command(sub, common, "ingest", help="convert recordings (ros, lerobot, hdf5, rlds) into segments; prints their ids")
-    ing.add_argument("format", choices=["ros", "lerobot", "hdf5", "rlds"], help="the recordings' format")
+    ing.add_argument("format", choices=sorted(FORMATS), help="the recordings' format")
     ing.add_argument("paths", nargs="+", metavar="PATH", help="bag files or folders, LeRobot folders, HDF5 files, "
                      "RLDS dataset folders (<name>/<version>)")
     ing.add_argument("--site", help="the site the recordings come from (required unless --list)")

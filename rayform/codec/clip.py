@@ -22,10 +22,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from rayform.codec import records
+from rayform.codec.codecs import VIDEO_CODECS
 from rayform.errors import Malformed
 from rayform.untrusted import integer
 
-CODECS = ("h264", "av1", "hevc")
 MAX_SIDE = 16384
 MAX_PACKETS = 4096
 MAX_EXTRADATA = 1 << 16
@@ -73,8 +73,8 @@ def read_clip(data: bytes | memoryview | dict[str, Any], what: str, codec: str |
     if not isinstance(doc, dict):
         raise Malformed(f"{what}: not a clip")
     name = doc.get("codec")
-    if name not in CODECS:
-        raise Malformed(f"{what}: codec {str(name)[:20]!r} is not one of {', '.join(CODECS)}")
+    if name not in VIDEO_CODECS:
+        raise Malformed(f"{what}: codec {str(name)[:20]!r} is not one of {', '.join(VIDEO_CODECS)}")
     if codec is not None and name != codec:
         raise Malformed(f"{what}: its clip is {name} where the pack says {codec}")
     width, height, frames = (integer(doc, field, what, 1, hi) for field, hi in

@@ -18,9 +18,10 @@ from typing import Any, Protocol
 import numpy as np
 
 from rayform.codec.clip import Clip
+from rayform.codec.codecs import VIDEO
 from rayform.errors import InvalidInput, Malformed
 
-DECODERS = {"h264": ("h264",), "av1": ("libdav1d", "av1"), "hevc": ("hevc",)}  # fastest first
+DECODERS = {name: c.decoders for name, c in VIDEO.items()}  # fastest first
 # A damaged bitstream is an error, never frames the decoder made up: FFmpeg checks all it can
 # (``err_detect``: a bitstream or buffer error explodes the packet) and a frame it had to
 # conceal is marked corrupt and refused. Concealment stays on: FFmpeg's H.264 decoder without it

@@ -18,14 +18,15 @@ from typing import Any
 
 import numpy as np
 
-from rayform.codec.clip import CODECS, MAX_PACKETS, Clip
+from rayform.codec.clip import MAX_PACKETS, Clip
+from rayform.codec.codecs import VIDEO, VIDEO_CODECS
 from rayform.codec.video import load_av
 from rayform.errors import InvalidInput
 
 NOMINAL_FPS = 30  # the rate every clip is encoded at (its frames' own times are the pack's)
-ENCODERS = {"h264": "libx264", "av1": "libsvtav1", "hevc": "libx265"}
-CRF = {"h264": 17, "hevc": 18, "av1": 28}
-PRESET = {"h264": "medium", "hevc": "medium", "av1": "8"}
+ENCODERS = {name: c.encoder for name, c in VIDEO.items()}
+CRF = {name: c.crf for name, c in VIDEO.items()}
+PRESET = {name: c.preset for name, c in VIDEO.items()}
 _QUIET = {"SVT_LOG": "1"}  # SVT-AV1 prints its banner to stderr at every encoder otherwise
 
 
@@ -96,8 +97,8 @@ class VideoCodec:
     clip_frames: int = 8
 
     def __post_init__(self) -> None:
-        if self.codec not in CODECS:
-            raise InvalidInput(f"video codec {self.codec!r}: one of {', '.join(CODECS)}")
+        if self.codec not in VIDEO_CODECS:
+            raise InvalidInput(f"video codec {self.codec!r}: one of {', '.join(VIDEO_CODECS)}")
         if self.crf is None:
             object.__setattr__(self, "crf", CRF[self.codec])
         if self.preset is None:

@@ -73,7 +73,7 @@ class VideoSchema:
 
     @classmethod
     def from_manifest(cls, m: Any, what: str) -> VideoSchema:
-        from rayform.codec.clip import CODECS
+        from rayform.codec.codecs import VIDEO_CODECS as CODECS
 
         if not isinstance(m, dict) or m.get("codec") not in CODECS or type(m.get("kept")) is not bool:
             raise Malformed(f"{what}: its video entry is not a codec ({', '.join(CODECS)}) and kept flag")

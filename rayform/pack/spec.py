@@ -8,10 +8,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from rayform.codec.clip import MAX_SIDE
+from rayform.codec.codecs import VIDEO_CODECS
 from rayform.errors import InvalidInput
 from rayform.store.content import canonical_json, sha256_hex
 
-VIDEO_CODECS = ("h264", "av1", "hevc")
 CODECS = ("keep", "jpeg", "png", *VIDEO_CODECS)
 CLIP_FRAMES = 8
 # With history, a video clip holds this many samples, a keyframe every CLIP_FRAMES of them: the

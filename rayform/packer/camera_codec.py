@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from rayform.codec.codecs import VIDEO_CODECS
 from rayform.codec.video_encoder import VideoCodec
 from rayform.errors import Malformed
 from rayform.pack.layout import VideoSchema
-from rayform.pack.spec import VIDEO_CODECS, PackSpec
+from rayform.pack.spec import PackSpec
 from rayform.packer.clips import frame_indices
 from rayform.packer.plan import SegmentPlan
 from rayform.recordings.segment_reader import Segment

@@ -19,6 +19,7 @@ from collections.abc import Callable
 import numpy as np
 
 from rayform.codec import imagecodec
+from rayform.codec.codecs import VIDEO
 from rayform.codec.video import PyAVDecoder, psnr
 from rayform.codec.video_encoder import VideoCodec
 from rayform.pack.layout import StreamSchema, VideoSchema
@@ -29,7 +30,6 @@ from rayform.recordings.segment_reader import Segment
 
 log = logging.getLogger("rayform.pack")
 SAMPLED = 4  # segments a camera's clips are sampled from
-CRF_RANGE = {"h264": (10, 40), "hevc": (10, 40), "av1": (15, 55)}
 
 
 def measured(schema: dict[str, StreamSchema], plans: list[SegmentPlan], spec: PackSpec,
@@ -86,7 +86,7 @@ def _psnr(video: VideoSchema, clips: list[np.ndarray], spec: PackSpec) -> float:
 
 def _crf_for(video: VideoSchema, clips: list[np.ndarray], spec: PackSpec, target: float) -> int:
     """The largest CRF whose PSNR on ``clips`` meets ``target`` (the smallest tried if none does)."""
-    lo, hi = CRF_RANGE.get(video.codec, (10, 40))
+    lo, hi = VIDEO[video.codec].crf_range
     best = lo
     while lo <= hi:
         mid = (lo + hi) // 2

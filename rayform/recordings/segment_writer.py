@@ -19,8 +19,8 @@ import numpy as np
 from rayform import config, names
 from rayform.cache.store_view import CachedStore
 from rayform.codec import imagecodec, records
-from rayform.codec.clip import CODECS as VIDEO_CODECS
 from rayform.codec.clip import MAX_SIDE
+from rayform.codec.codecs import VIDEO_CODECS
 from rayform.errors import InvalidInput
 from rayform.frames import FRAMES
 from rayform.recordings import health

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from rayform import names
-from rayform.codec.clip import CODECS as VIDEO_CODECS
+from rayform.codec.codecs import VIDEO_CODECS
 from rayform.errors import InvalidInput, Malformed
 from rayform.frames import FRAMES
 from rayform.untrusted import array_list, integer, mapping, parsing, string

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from rayform.codec import imagecodec
+from rayform.codec.codecs import VIDEO
 from rayform.errors import InvalidInput, Malformed, SegmentNotFound, StreamNotFound
 from rayform.recordings.segment_reader import Segment
 from rayform.recordings.segments import Segments
@@ -26,7 +27,7 @@ from rayform.recordings.streams import StreamInfo
 PLOT_POINTS = 4000  # a plot's points at most (a long stream reduced bucket by bucket to its extremes)
 POSE_LABELS = ["x", "y", "z", "qx", "qy", "qz", "qw"]
 # what a browser is asked whether it plays (RFC 6381 codecs strings of a common profile each)
-BROWSER_CODECS = {"h264": "avc1.640028", "av1": "av01.0.08M.08", "hevc": "hvc1.1.6.L120.90"}
+BROWSER_CODECS = {name: c.browser for name, c in VIDEO.items()}
 MP4_KEPT_BYTES = 512 << 20  # remuxed videos kept for the browser's range requests
 MP4_MAX_BYTES = 1 << 30  # a longer recording is shown frame by frame (a remux is held in memory whole)
 _TIMESCALE = 90_000

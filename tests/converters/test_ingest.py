@@ -52,7 +52,8 @@ def test_all_sources_become_visible_together_with_their_slice(tmp_path):
 def test_a_format_without_its_extra_names_the_pip_install(client, monkeypatch):
     import importlib.util
 
-    from rayform.converters.ingest import describe, ingest
+    from rayform.converters.formats import describe
+    from rayform.converters.ingest import ingest
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name in ("h5py", "rosbags") else real(name, *a))

@@ -108,7 +108,7 @@ def test_it_packs_and_trains_with_the_readme_snippet(toy_client):
 
 
 def test_list_names_each_feature_and_the_stream_it_becomes():
-    from rayform.converters.ingest import describe
+    from rayform.converters.formats import describe
 
     lines = describe("rlds", TOY)
     assert "train: 2 episodes in 2 shards" in lines[0] and "--fps" in lines[0]
@@ -252,7 +252,7 @@ def test_a_tensor_declaring_more_than_a_step_may_hold_is_skipped_before_anything
     obs = doc["featuresDict"]["features"]["steps"]["sequence"]["feature"]["featuresDict"]["features"]["observation"]
     obs["featuresDict"]["features"]["depth"]["tensor"]["shape"]["dimensions"] = ["100000", "100000"]
     (folder / "features.json").write_text(json.dumps(doc))
-    from rayform.converters.ingest import describe
+    from rayform.converters.formats import describe
 
     [line] = [x for x in describe("rlds", folder) if "steps/observation/depth" in x]
     assert "-> dropped: shape [100000, 100000] (40000000000 bytes a step)" in line

@@ -16,6 +16,7 @@ import pytest
 from conftest import add_video_slice
 
 import rayform
+from rayform.codec.codecs import VIDEO_CODECS
 from rayform.codec.video_encoder import encoders
 
 M_PERTURB = -6  # glibc's mallopt: fill what malloc hands out with this byte's complement
@@ -51,7 +52,7 @@ def perturb_heap(byte: int) -> bool:
         return False
 
 
-@pytest.mark.parametrize("codec", ["h264", "av1", "hevc", "jpeg"])
+@pytest.mark.parametrize("codec", [*VIDEO_CODECS, "jpeg"])
 def test_ten_packs_under_contention_have_one_digest(tmp_path, codec):
     if codec != "jpeg" and codec not in encoders():
         pytest.skip(f"this FFmpeg cannot encode {codec}")

@@ -1,0 +1,27 @@
+"""Every video codec rayform stores, in one table: what decodes it (fastest first), what
+encodes it and how (quality scale, default and range, preset), and what a browser is told it
+is. Every place that handles a codec reads this table (``tests/codec/test_codecs.py`` holds
+each to it); adding a codec is a row here and the steps in docs/design.md, "Adding a codec"."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class VideoCodecInfo:
+    name: str  # as stored in a segment's or pack's schema, and given to ``--codec``
+    decoders: tuple[str, ...]  # FFmpeg decoders, the fastest first: the first one installed decodes
+    encoder: str  # FFmpeg encoder a pack encodes with
+    crf: int  # default constant rate factor (the encoder's quality scale: lower is better)
+    crf_range: tuple[int, int]  # what ``--psnr`` searches between
+    preset: str  # the encoder's speed/size preset
+    browser: str  # the RFC 6381 codecs string of an MP4 served to a browser (``rayform view``)
+
+
+VIDEO: dict[str, VideoCodecInfo] = {c.name: c for c in (
+    VideoCodecInfo("h264", ("h264",), "libx264", 17, (10, 40), "medium", "avc1.640028"),
+    VideoCodecInfo("av1", ("libdav1d", "av1"), "libsvtav1", 28, (15, 55), "8", "av01.0.08M.08"),
+    VideoCodecInfo("hevc", ("hevc",), "libx265", 18, (10, 40), "medium", "hvc1.1.6.L120.90"),
+)}
+VIDEO_CODECS = tuple(VIDEO)
