@@ -246,7 +246,7 @@ class LeRobotDataset:
             elif spec.get("dtype") == "video":
                 path, from_s, to_s = e.videos[feature]
                 info = {k: v for k, v in spec.get("info", {}).items() if isinstance(v, (str, int, float, bool))}
-                video = demux_video(self.files.open(path), path, name, from_s, to_s, e.length, self.fps,
+                video = demux_video(self.files.open(path), path, name, (from_s, to_s), e.length, self.fps,
                                     int(t_ns[0]) if len(t_ns) else 0, meta=info)
                 worst = np.max(np.abs(video.timestamps - t_ns)) if len(t_ns) else 0
                 if worst > NS / self.fps / 2:

@@ -21,12 +21,14 @@ CODECS = {"libdav1d": "av1", "av1": "av1", "libaom-av1": "av1", "h264": "h264", 
 NS = 1_000_000_000
 
 
-def demux_video(source: IO[bytes] | str, path: PurePath, name: str, from_s: float, to_s: float | None, expected: int,
+def demux_video(source: IO[bytes] | str, path: PurePath, name: str, span: tuple[float, float | None], expected: int,
                 fps: float, t0_ns: int = 0, meta: dict[str, Any] | None = None) -> VideoStream:
-    """Stream ``name``: the packets of ``[from_s, to_s)`` s of the video file ``path`` (read from
-    ``source``: its local path or the file opened; to its end if ``to_s`` is None), which must
-    show ``expected`` frames at about ``fps``."""
+    """Stream ``name``: the packets of ``span``, ``[from_s, to_s)`` s, of the video file ``path``
+    (read from ``source``: its local path or the file opened; to its end if ``to_s`` is None),
+    which must show ``expected`` frames at about ``fps``."""
     import av
+
+    from_s, to_s = span
 
     try:
         with av.open(source) as container:

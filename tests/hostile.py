@@ -17,7 +17,7 @@ import rayform
 from rayform.cli.main import main as cli
 from rayform.codec import records
 from rayform.pack.layout import clip_members
-from rayform.pack.manifest import ShardInfo, shard_fields
+from rayform.pack.manifest import PackBlobs, ShardInfo, shard_fields
 from rayform.packer.driver import index_blob
 from rayform.packer.tar_writer import ShardWriter
 from rayform.read.reader import PackReader
@@ -73,8 +73,9 @@ def forge_pack(client: rayform.Client, pack: rayform.Pack, *, manifest: Callable
         shards += writer.finish()
         for shard in shards:
             store.put_blob_file(shard.path, shard.sha256, move=True)
-        m.update(shard_fields([ShardInfo(s.sha256, s.bytes, s.samples) for s in shards], index_blob(store, shards),
-                              writer.chunk_bytes, store.put_blob(b"".join(s.chunks for s in shards))))
+        infos = [ShardInfo(s.sha256, s.bytes, s.samples) for s in shards]
+        m.update(shard_fields(PackBlobs(infos, index_blob(store, shards), writer.chunk_bytes,
+                                        store.put_blob(b"".join(s.chunks for s in shards)))))
     if index is not None:
         m["index"] = store.put_blob(index(np.asarray(PackReader(store, pack, pack.members).index)))
     if manifest is not None:

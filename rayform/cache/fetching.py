@@ -10,13 +10,12 @@ face; this is what it does behind it.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from rayform.cache.arrival import Arrival
 from rayform.cache.directory import ShardCache
-from rayform.cache.transfer import Transfer
+from rayform.cache.transfer import FetchRequest, Transfer
 from rayform.errors import BlobNotFound, StoreError
 from rayform.store.objectread import SequentialRead
 from rayform.store.retry import Retry
@@ -40,19 +39,6 @@ class CachedStore(Protocol):
     def local_blob(self, digest: str, what: str = "", on_bytes: Callable[[int], Any] | None = None) -> Path: ...
 
     def reach(self, what: str) -> None: ...
-
-
-@dataclass(frozen=True)
-class FetchRequest:
-    """A blob to bring into the cache: its name and size, what messages call it, the sha256 of
-    every ``chunk_bytes`` of it (32 bytes each; None: verified whole only) and the retry policy."""
-
-    digest: str
-    size: int
-    what: str
-    chunks: bytes | None = field(default=None, repr=False)
-    chunk_bytes: int = 0
-    retry: Retry = Retry()
 
 
 def fetch(store: CachedStore, request: FetchRequest, arrival: Arrival | None) -> Path:
@@ -91,8 +77,8 @@ def _fetch(store: CachedStore, request: FetchRequest, arrival: Arrival | None) -
                     f"{arrival.reached()} of {size}, before the sample read here. Run again"))
                 arrival = None
             # read in this thread (the caller's fetch threads give the concurrency): no hand-over
-            Transfer(size, what, opener(store, digest, request.retry), cache.writer(digest, size), store.display,
-                     request.retry, request.chunks, request.chunk_bytes, lock=lock).run(arrival=arrival)
+            Transfer(request, opener(store, digest, request.retry), cache.writer(digest, size), store.display,
+                     lock=lock).run(arrival=arrival)
             found = cache.blob_path(digest)
     return found
 
@@ -112,8 +98,8 @@ def fetch_whole(store: CachedStore, digest: str, what: str, on_bytes: Callable[[
             return arriving.commit(f"{what} from {store.display}")
         finally:
             arriving.discard()
-    transfer = Transfer(size, what, opener(store, digest, store.retry), cache.writer(digest, size), store.display,
-                        store.retry)
+    transfer = Transfer(FetchRequest(digest, size, what, retry=store.retry), opener(store, digest, store.retry),
+                        cache.writer(digest, size), store.display)
     transfer.run(deliver=(lambda data: on_bytes(len(data))) if on_bytes else None)
     return cache.blob_path(digest)
 

@@ -30,8 +30,8 @@ from rayform import config
 from rayform.cache import copying, fetching
 from rayform.cache.arrival import Arrival
 from rayform.cache.directory import ShardCache
-from rayform.cache.fetching import FetchRequest
 from rayform.cache.marks import read_known_good, verify_once
+from rayform.cache.transfer import FetchRequest
 from rayform.errors import BlobNotFound, IntegrityError, InvalidInput, OfflineError, StoreError
 from rayform.store.content import canonical_json
 from rayform.store.freshness import NewBlob

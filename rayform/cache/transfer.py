@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from rayform.cache.arrival import Arrival
 from rayform.cache.directory import CacheWriter, FetchLock
@@ -40,6 +41,19 @@ from rayform.store.retry import Retry
 STREAM_CHUNK = 1 << 20  # bytes asked of the store per read (and handed over at a time without chunk digests)
 
 
+@dataclass(frozen=True)
+class FetchRequest:
+    """A blob to bring into the cache: its name and size, what messages call it, the sha256 of
+    every ``chunk_bytes`` of it (32 bytes each; None: verified whole only) and the retry policy."""
+
+    digest: str
+    size: int
+    what: str
+    chunks: bytes | None = field(default=None, repr=False)
+    chunk_bytes: int = 0
+    retry: Retry = Retry()
+
+
 class Transfer:
     """One blob read from its store into the cache, front to back: ``open_at(byte)`` opens a
     raw reader from a byte on; a read that fails or stalls is retried after ``retry``'s
@@ -48,15 +62,14 @@ class Transfer:
     handed on; at the end the whole is checked against its name and put in place. On any
     failure or stop, nothing is kept."""
 
-    def __init__(self, size: int, what: str, open_at: Callable[[int], objectread.SequentialRead],
-                 arriving: CacheWriter, origin: str, retry: Retry, chunks: bytes | None = None, chunk_bytes: int = 0,
-                 stop: threading.Event | None = None, lock: FetchLock | None = None):
-        self.size, self.what, self.origin, self.retry = size, what, origin, retry
+    def __init__(self, request: FetchRequest, open_at: Callable[[int], objectread.SequentialRead],
+                 arriving: CacheWriter, origin: str, stop: threading.Event | None = None, lock: FetchLock | None = None):
+        self.size, self.what, self.origin, self.retry = request.size, request.what, origin, request.retry
         self._lock = lock  # tells the machine's other processes how far the copy is verified
-        self.chunks, self.chunk_bytes = chunks, chunk_bytes
+        self.chunks, self.chunk_bytes = request.chunks, request.chunk_bytes
         self._open_at, self._arriving = open_at, arriving
         self._stop = stop or threading.Event()
-        self._attempts = retry.attempts(self._stop)
+        self._attempts = request.retry.attempts(self._stop)
         self._src: objectread.SequentialRead | None = None
         self.fetched = 0  # bytes read from the store
         self.verified = 0  # bytes verified and written into the cache

@@ -49,19 +49,30 @@ class SegmentCount:
 
 def segment_entries(segments: Sequence[SegmentCount]) -> list[dict[str, Any]]:
     """What a pack says of each segment of its slice (in its manifest, or for a slice of
-    ``SEGMENTS_APART`` or more, in a blob of its own: ``write_manifest``'s ``segments_blob``)."""
+    ``SEGMENTS_APART`` or more, in a blob of its own: ``PackBlobs.segments_blob``)."""
     return [{"id": s.id, "version": s.version, "site": s.site, "samples": s.samples, "instants": s.instants,
              "dropped": dict(s.dropped)} for s in segments]
 
 
+@dataclass(frozen=True)
+class PackBlobs:
+    """What a pack stored besides its manifest: its shards in order, the offset index blob, the
+    blob of chunk digests (every ``chunk_bytes`` of every shard), and for a large slice's pack
+    the blob of ``segment_entries``."""
+
+    shards: Sequence[ShardInfo]
+    index: str
+    chunk_bytes: int
+    chunks: str
+    segments_blob: str | None = None
+
+
 def write_manifest(*, slice_id: str, slice_digest: str, spec: PackSpec, schema: Mapping[str, StreamSchema],
-                   members: Sequence[str], shards: Sequence[ShardInfo], index: str, chunk_bytes: int, chunks: str,
-                   stats: Mapping[str, StreamStats], segments: Sequence[SegmentCount],
-                   segments_blob: str | None = None) -> dict[str, Any]:
+                   members: Sequence[str], stored: PackBlobs, stats: Mapping[str, StreamStats],
+                   segments: Sequence[SegmentCount]) -> dict[str, Any]:
     """The manifest of a pack, as the packer stores it and ``Pack`` reads it back (one form, here):
-    ``index`` names the offset index blob, ``chunks`` the blob of chunk digests, and
-    ``segments_blob`` (a large slice's) the blob of ``segment_entries``, which every process
-    opening the pack would otherwise parse."""
+    it names what the pack ``stored``; a large slice's segment entries are in a blob of their
+    own, which every process opening the pack would otherwise parse."""
     by_stream: dict[str, int] = {}
     for s in segments:
         for name, n in s.dropped.items():
@@ -73,21 +84,21 @@ def write_manifest(*, slice_id: str, slice_digest: str, spec: PackSpec, schema: 
         "spec": spec.to_manifest(),
         "schema": {n: s.to_manifest() for n, s in schema.items()},
         "members": list(members),
-        **shard_fields(shards, index, chunk_bytes, chunks),
+        **shard_fields(stored),
         "samples": sum(s.samples for s in segments),
         "stats": {k: v.to_manifest() for k, v in stats.items()},
         "instants": sum(s.instants for s in segments),
         "dropped": {"instants": sum(s.instants - s.samples for s in segments), "by_stream": by_stream},
-        "segments": segment_entries(segments) if segments_blob is None else {"blob": segments_blob,
-                                                                               "count": len(segments)},
+        "segments": segment_entries(segments) if stored.segments_blob is None else {"blob": stored.segments_blob,
+                                                                                      "count": len(segments)},
     }
 
 
-def shard_fields(shards: Sequence[ShardInfo], index: str, chunk_bytes: int, chunks: str) -> dict[str, Any]:
+def shard_fields(stored: PackBlobs) -> dict[str, Any]:
     """What a manifest says of its stored shards: the list in order, the offset index blob and
     the blob of chunk digests."""
-    return {"shards": [{"sha256": s.sha256, "bytes": s.bytes, "samples": s.samples} for s in shards],
-            "index": index, "chunks": {"bytes": chunk_bytes, "digests": chunks}}
+    return {"shards": [{"sha256": s.sha256, "bytes": s.bytes, "samples": s.samples} for s in stored.shards],
+            "index": stored.index, "chunks": {"bytes": stored.chunk_bytes, "digests": stored.chunks}}
 
 
 def pack_ref(digest: str, spec: PackSpec, made: str) -> dict[str, Any]:

@@ -41,11 +41,12 @@ def frame_indices(seg: Segment, name: str, spec: PackSpec, t: np.ndarray, back: 
 
 
 def render_clip_docs(seg: Segment, spec: PackSpec, schema: dict[str, StreamSchema], grid: np.ndarray,
-                     t: np.ndarray, back: np.ndarray, span: tuple[int, int], base: dict[str, Any],
-                     video_bytes: dict[str, int]) -> list[bytes]:
+                     t: np.ndarray, back: np.ndarray, span: tuple[int, int],
+                     base: dict[str, Any]) -> tuple[list[bytes], dict[str, int]]:
     """The ``clips.mp`` of each clip of samples at ``t`` (grid steps ``grid``; whole clips,
-    the first a clip's first): ``base`` is the record's fields every sample shares. Adds each
-    camera's clip bytes to ``video_bytes``."""
+    the first a clip's first), and each camera's bytes of video in them: ``base`` is the
+    record's fields every sample shares."""
+    video_bytes: dict[str, int] = {}
     videos = {name: s for name, s in schema.items() if s.video is not None}
     arrays = {name: s for name, s in schema.items() if s.kind != "image"}
     frames = {name: frame_indices(seg, name, spec, t, back) for name in videos}
@@ -75,7 +76,7 @@ def render_clip_docs(seg: Segment, spec: PackSpec, schema: dict[str, StreamSchem
             video_bytes[name] = video_bytes.get(name, 0) + clip.nbytes
             record["frames"][name] = records.pack_array(where.astype(np.int32))
         out.append(records.dumps({"record": record, "video": clips}))
-    return out
+    return out, video_bytes
 
 
 def _clip(seg: Segment, name: str, s: StreamSchema, spec: PackSpec, shows: np.ndarray) -> tuple[Clip, np.ndarray]:

@@ -34,6 +34,7 @@ from rayform.pack.layout import clip_members, members_of
 from rayform.pack.manifest import (
     SEGMENTS_APART,
     Pack,
+    PackBlobs,
     SegmentCount,
     ShardInfo,
     pack_ref,
@@ -146,10 +147,10 @@ def _render_pack(slice_: Slice, spec: PackSpec, executor: Executor | None, worke
     counts = [SegmentCount(p.segment_id, p.version, p.site, len(p.times), p.instants, p.dropped) for p in plans]
     apart = store.put_json_blob(segment_entries(counts)) if len(counts) >= SEGMENTS_APART else None
     index, chunks = index_blob(store, shards), store.put_blob(b"".join(s.chunks for s in shards))
-    manifest = write_manifest(
-        slice_id=slice_.id, slice_digest=slice_.digest, spec=spec, schema=schema, members=members,
-        shards=[ShardInfo(s.sha256, s.bytes, s.samples) for s in shards], index=index,
-        chunk_bytes=shard_files.CHUNK_BYTES, chunks=chunks, stats=stats, segments=counts, segments_blob=apart)
+    stored = PackBlobs([ShardInfo(s.sha256, s.bytes, s.samples) for s in shards], index, shard_files.CHUNK_BYTES,
+                       chunks, apart)
+    manifest = write_manifest(slice_id=slice_.id, slice_digest=slice_.digest, spec=spec, schema=schema,
+                              members=members, stored=stored, stats=stats, segments=counts)
     digest = store.put_json_blob(manifest)
     # a pack runs for long: a gc with a shorter grace may have taken a shard, which cannot be
     # written again from here (nothing is committed then), and its manifest once the ref is there

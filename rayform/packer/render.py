@@ -119,8 +119,7 @@ def render_task(
     base = {"episode": task.position, "task": seg.task, "slice": slice_id, "segment": seg.id,
             "segment_version": seg.version, "site": seg.site}
     if any(s.video is not None for s in schema.values()):
-        video_bytes: dict[str, int] = {}
-        docs = render_clip_docs(seg, spec, schema, task.grid_index, t, back, span, base, video_bytes)
+        docs, video_bytes = render_clip_docs(seg, spec, schema, task.grid_index, t, back, span, base)
         images[CLIPS] = [docs[j // spec.clip_frames] if j % spec.clip_frames == 0 else b"" for j in range(len(t))]
         return Rendered([(sample_key(seg.id, seg.version, int(task.grid_index[j])),
                           {member: frames[j] for member, frames in images.items()}) for j in range(len(t))], arrays,

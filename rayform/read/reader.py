@@ -48,8 +48,8 @@ from rayform import config
 from rayform.cache import marks
 from rayform.cache.arrival import Arrival
 from rayform.cache.eviction import Pin
-from rayform.cache.fetching import FetchRequest
 from rayform.cache.store_view import CachedStore, StoreRef
+from rayform.cache.transfer import FetchRequest
 from rayform.codec import records
 from rayform.errors import BlobNotFound, IntegrityError, Malformed, OfflineError, StoreError, fixed_by
 from rayform.pack.layout import CLIPS, INDEX_LEAD

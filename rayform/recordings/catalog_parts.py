@@ -372,13 +372,12 @@ class CatalogParts:
 
 
 def catalog_row(segment_id: str, name: str, site: str, version: str, bundle: str | None, recorded: int,
-                meta: Mapping[str, Any], streams: Mapping[str, tuple[Any, np.ndarray]],
-                health: Mapping[str, Any] | None = None) -> CatalogRow:
+                meta: Mapping[str, Any], streams: Mapping[str, tuple[Any, np.ndarray]]) -> CatalogRow:
     """A version's row, from its streams (name -> (stream entry, timestamps)): its time span,
-    its task, each stream's summary, its health (``recordings.health.summary``) if measured."""
+    its task, each stream's summary (its health, where measured, is added by the writer)."""
     return CatalogRow(segment_id, name, site, version, bundle, recorded, min(int(ts[0]) for _, ts in streams.values()),
                       max(int(ts[-1]) for _, ts in streams.values()), task_of(meta), meta,
-                      {n: stream_summary(info, ts) for n, (info, ts) in streams.items()}, health)
+                      {n: stream_summary(info, ts) for n, (info, ts) in streams.items()})
 
 
 def stream_summary(info: Any, timestamps: np.ndarray) -> dict[str, Any]:

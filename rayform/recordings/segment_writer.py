@@ -127,8 +127,9 @@ class SegmentWriter:
             "streams": entries,
         }
         version = self.sink.put_json_blob(manifest)
-        row = catalog_row(sid, name, site, version, None, time.time_ns(), meta, timed,
-                          health.summary(findings) if measuring else None)
+        row = catalog_row(sid, name, site, version, None, time.time_ns(), meta, timed)
+        if measuring:
+            row = dataclasses.replace(row, health=health.summary(findings))
         ref = SegmentRef(sid, version, site, name, row)
         self._pending.append(ref)
         if self.sink.full:

@@ -15,7 +15,7 @@ import pytest
 
 import rayform
 from rayform.cache.arrival import Arrival
-from rayform.cache.fetching import FetchRequest
+from rayform.cache.transfer import FetchRequest
 from rayform.errors import IntegrityError, StoreError
 from rayform.store.retry import Retry
 

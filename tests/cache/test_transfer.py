@@ -11,7 +11,7 @@ import pytest
 
 import rayform
 from rayform.cache import transfer
-from rayform.cache.transfer import Transfer
+from rayform.cache.transfer import FetchRequest, Transfer
 from rayform.errors import IntegrityError
 from rayform.store.retry import Retry
 
@@ -33,8 +33,9 @@ def test_only_verified_chunks_are_handed_on(tmp_path, monkeypatch, read_size, ba
         store.backend.fs.pipe_file(store.backend.blob_path(digest), bytes(stored))
     assert store.cache is not None
     handed: list[bytes] = []
-    run = Transfer(len(good), "shard 0", lambda start: store.backend.read_from(digest, start),
-                   store.cache.writer(digest, len(good)), store.display, Retry(), chunks, CHUNK)
+    request = FetchRequest(digest, len(good), "shard 0", chunks, CHUNK, Retry())
+    run = Transfer(request, lambda start: store.backend.read_from(digest, start),
+                   store.cache.writer(digest, len(good)), store.display)
     if bad_chunk is None:
         assert run.run(deliver=handed.append)
         assert b"".join(handed) == good and store.cache.has(digest)

@@ -327,7 +327,7 @@ def test_a_pack_whose_shard_went_before_its_commit_records_nothing(demo_client, 
     real = driver.write_manifest
 
     def shard_taken(**kw):
-        client.store.blob_file(kw["shards"][0].sha256).unlink()
+        client.store.blob_file(kw["stored"].shards[0].sha256).unlink()
         return real(**kw)
 
     monkeypatch.setattr(driver, "write_manifest", shard_taken)
