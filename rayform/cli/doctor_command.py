@@ -25,9 +25,10 @@ def run(args: argparse.Namespace) -> int:
     client = store_client(args)
     if args.slice and args.site:
         raise InvalidInput("doctor: name a slice or --site, not both")
-    table = client.segments.catalog.latest(check_site(args.site) if args.site else None, columns=COLUMNS)
     if args.slice:
-        table = _of_slice(client, table, args.slice)
+        table = _of_slice(client, args.slice)
+    else:
+        table = client.segments.catalog.latest(check_site(args.site) if args.site else None, columns=COLUMNS)
     unmeasured = table.column("health").null_count
     workers = args.workers or ((os.cpu_count() or 1) if unmeasured > PER_PROCESS else 1)
     bar = _bar(unmeasured, args.quiet or args.json)
@@ -82,18 +83,23 @@ def _thresholds(args: argparse.Namespace) -> doctor.Thresholds:
     return doctor.Thresholds(everywhere, sites)
 
 
-def _of_slice(client: Any, table: Any, name: str) -> Any:
-    """The catalog's rows of a slice's segment versions (a version older than the latest: a row
-    made from its manifest, its health not stored: measured)."""
+def _of_slice(client: Any, name: str) -> Any:
+    """The catalog's rows of a slice's segment versions, older versions' included with the
+    health measured when they were written (one row a version); a version no catalog row lists
+    (a store from before catalogs) gets a row from its manifest, its health measured now."""
+    import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
 
     chosen = client.slices.get(name)
     wanted = {f"{s.id}@{s.version}" for s in chosen.segments}
+    table = client.segments.catalog.table(columns=COLUMNS)
     keys = pc.binary_join_element_wise(table.column("id"), table.column("version"), "@")
     mine = table.filter(pc.is_in(keys, value_set=pa.array(sorted(wanted), pa.string())))
-    older = sorted(wanted - set(pc.binary_join_element_wise(mine.column("id"), mine.column("version"), "@")
-                                .to_pylist()))
+    found = np.array(pc.binary_join_element_wise(mine.column("id"), mine.column("version"), "@").to_pylist(), object)
+    _, first = np.unique(found, return_index=True)  # concurrent compactions may have left a version twice
+    mine = mine.take(pa.array(np.sort(first)))
+    older = sorted(wanted - set(found.tolist()))
     if not older:
         return mine
     rows = []

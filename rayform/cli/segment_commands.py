@@ -59,15 +59,13 @@ def listing(client: Client, site: str | None, where: str | None) -> Iterator[dic
     from rayform.recordings.segment_writer import check_site
 
     shown = ["id", "version", "site", "name", "task", "duration_s", "flags"]
-    columns = [*query.COLUMNS_READ] if where is not None else [*shown, "recorded"]
-    if where is not None:
-        query.parse(where)
-    table = client.segments.catalog.latest(check_site(site) if site else None, columns=columns)
+    q = query.Query(where) if where is not None else None
+    # read whole, selected a batch at a time (a million rows start printing as soon as they are read)
+    table = client.segments.catalog.select(site=check_site(site) if site else None,
+                                           columns=[*shown, "recorded", *(query.COLUMNS_READ if q else ())])
     for start in range(0, table.num_rows, 4096):
         batch = table.slice(start, 4096)
-        if where is not None:
-            batch = query.select(batch, where)
-        yield from batch.select(shown).to_pylist()
+        yield from (q.select(batch) if q is not None else batch).select(shown).to_pylist()
 
 
 def segments_compact(args: argparse.Namespace) -> int:

@@ -25,6 +25,7 @@ import numpy as np
 from rayform import names
 from rayform.cache.store_view import CachedStore
 from rayform.errors import Malformed
+from rayform.recordings import query
 from rayform.recordings.catalog_parts import COLUMNS, TYPES, CatalogParts, CatalogRow, PartRef, decode, fixed_width
 from rayform.untrusted import array_list, mapping, string
 
@@ -121,6 +122,15 @@ class Catalog:
         if not tables:
             return pa.table({c: pa.array([], TYPES[c]) for c in wanted})
         return pa.concat_tables(tables)
+
+    def select(self, where: str | query.Query | None = None, site: str | None = None,
+               columns: Sequence[str] = ()) -> Any:
+        """The latest row of every segment (of ``site``; every site: None) that ``where`` selects,
+        with ``columns`` and those a query reads: the one way the house asks its catalog "which
+        segments" (slices, ``segments ls``, the view)."""
+        q = query.Query(where) if isinstance(where, str) else where
+        table = self.latest(site, columns=list(dict.fromkeys([*columns, *(query.COLUMNS_READ if q else ())])))
+        return q.select(table) if q is not None else table
 
     def latest(self, site: str | None = None, columns: Sequence[str] | None = None) -> Any:
         """One row per segment: its latest version's (recorded last; of rows recorded at once, the

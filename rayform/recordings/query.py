@@ -294,10 +294,25 @@ def _numbers(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray] | No
     return np.asarray(a, np.float64), np.asarray(b, np.float64)
 
 
+class Query:
+    """A ``--where`` query, parsed once (a syntax error is said here, before anything is read),
+    applied to any number of catalog tables (or batches of one)."""
+
+    def __init__(self, text: str):
+        self.text = text
+        self._node = parse(text)
+
+    def mask(self, table: Any) -> np.ndarray:
+        """Which rows of ``table`` the query selects."""
+        return evaluate(self._node, Columns(table))
+
+    def select(self, table: Any) -> Any:
+        """The rows of ``table`` the query selects, in their order."""
+        import pyarrow as pa
+
+        return table.filter(pa.array(self.mask(table)))
+
+
 def select(table: Any, query: str) -> Any:
     """The rows of a catalog table the query selects, in their order."""
-    import pyarrow as pa
-
-    node = parse(query)
-    mask = evaluate(node, Columns(table))
-    return table.filter(pa.array(mask))
+    return Query(query).select(table)

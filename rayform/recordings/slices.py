@@ -286,11 +286,10 @@ class Slices:
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        if where is not None:
-            query.parse(where)  # a bad query is said before the catalog is read
+        q = query.Query(where) if where is not None else None  # a bad query is said before the catalog is read
         sites = None if site is None else [check_site(s) for s in ([site] if isinstance(site, str) else site)]
         catalog = self._segments.catalog
-        table = catalog.latest(columns=[*query.COLUMNS_READ, "bundle"])
+        table = catalog.select(columns=[*query.COLUMNS_READ, "bundle"])
         if sites is not None:
             table = table.filter(pc.is_in(table.column("site"), value_set=pa.array(sites, pa.string())))
             have = set(pc.unique(table.column("site")).to_pylist())
@@ -298,8 +297,8 @@ class Slices:
                 if one not in have:
                     raise InvalidInput(f"site {one!r}: no segments in {self.store.display}")
         total = table.num_rows
-        if where is not None:
-            table = query.select(table, where)
+        if q is not None:
+            table = q.select(table)
             if not table.num_rows:
                 raise InvalidInput(f"where {where!r}: selects none of the {total} segments"
                                    + (f" at {', '.join(sites)}" if sites else "") + ". See: rayform segments ls --where …")

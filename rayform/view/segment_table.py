@@ -167,7 +167,7 @@ class SegmentTable:
         rows = np.flatnonzero(keep)
         if f.where:  # evaluated over the rows left (a query on metadata parses each row's JSON)
             left = table if len(rows) == table.num_rows else table.take(pa.array(rows))
-            rows = rows[query.evaluate(query.parse(f.where), query.Columns(left))]
+            rows = rows[query.Query(f.where).mask(left)]
         if f.sort != "recorded" or f.descending:
             column = (pa.table({"flag_count": flags}) if f.sort == "flags" else table.select([SORTS[f.sort]])).take(
                 pa.array(rows))

@@ -252,3 +252,20 @@ def test_a_hostile_health_column_is_one_error_or_nothing_never_a_foreign_excepti
         assert "spike" not in said.stdout
     page = SegmentTable(store.segments.catalog).page(Filter(flagged=True))
     assert all(r["findings"] == [] for r in page["rows"])
+
+
+def test_doctor_over_a_slice_of_older_versions_reads_their_stored_health(tmp_path):
+    """A slice keeps the versions it selected; when a segment gets a newer one, doctor over the
+    slice reads the older version's own catalog row, health measured at its ingest: nothing is
+    measured again, and its findings are the ones stored."""
+    client = rayform.Client(tmp_path / "store")
+    t = np.arange(40, dtype=np.int64) * 100_000_000
+    values = np.random.default_rng(0).normal(size=(40, 2)).cumsum(0).astype(np.float32)
+    values[:, 1] = 3.0  # a constant element: flagged
+    old = client.segments.add("lab", "ep", [rayform.ArrayStream("joints", t, values)])
+    client.slices.create([old], name="then")
+    client.segments.add("lab", "ep", [rayform.ArrayStream("joints", t, values * 2)])  # a newer version
+    report = json.loads(_doctor(tmp_path / "store", "then", "--json").stdout)
+    assert report["measured_now"] == 0
+    assert [(c["version"], [f["kind"] for f in c["findings"]]) for c in report["findings"]] == \
+        [(old.version, ["constant"])]

@@ -97,3 +97,21 @@ def test_any_text_is_a_query_or_one_invalid_input(text):
         query.parse(text)
     except InvalidInput:
         pass
+
+
+def test_the_catalog_selects_the_latest_rows_a_query_picks_at_a_site(tmp_path, monkeypatch):
+    """``Catalog.select``, what slices, ``segments ls`` and the view ask: the same rows as the
+    query over the latest table, a site's only with ``site``, the columns asked and those the
+    query reads; a bad query said before the catalog is read."""
+    client = _store(tmp_path)
+    catalog = client.segments.catalog
+    table = catalog.latest(columns=query.COLUMNS_READ)
+    for text, want in CASES.items():
+        assert sorted(catalog.select(text).column("name").to_pylist()) == want, text
+        at_lab = catalog.select(text, site="lab", columns=["flags"])
+        assert sorted(at_lab.column("name").to_pylist()) == [n for n in want if n != "ep3"], text
+        assert "flags" in at_lab.column_names and set(query.COLUMNS_READ) <= set(at_lab.column_names)
+    assert catalog.select(columns=["name"]).num_rows == table.num_rows
+    monkeypatch.setattr(type(catalog), "latest", lambda *a, **k: pytest.fail("read before the query was parsed"))
+    with pytest.raises(InvalidInput, match="unknown field"):
+        catalog.select("durations > 3")
