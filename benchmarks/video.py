@@ -18,6 +18,7 @@ pixels and their PSNR is measured against them. It is packed at 30 fps as JPEG q
 
     python benchmarks/video.py [--workers 2] [--repeats 3] [--copies 4] [--codec h264] [--clip-frames 8]
     python benchmarks/video.py --camera g1 --quality-only     # a second real camera: bytes and PSNR
+    python benchmarks/video.py --quality-only --rates 10,15,30  # bytes and PSNR at each pack rate
 """
 
 from __future__ import annotations
@@ -88,18 +89,35 @@ def build_slice(client: rayform.Client, copies: int, camera: str = "all") -> tup
     return client.slices.create(refs, name=f"real224x{copies}"), frames
 
 
-def pack_psnr(slice_: rayform.Slice, key: str, frames: np.ndarray) -> float:
-    """PSNR of every frame of a pack against the frames it packed (episode e's step k is
-    frame (e mod episodes per copy) * EPISODE + k)."""
-    per_copy = len(frames) // EPISODE
-    ds = rayform.torch.EpisodeDataset(slice_, obs=["cam/rgb"], fps=FPS, pack=key)
+def pack_psnr(slice_: rayform.Slice, key: str, frames: np.ndarray, fps: int = FPS) -> float:
+    """PSNR of every frame of a pack at ``fps`` (a divisor of the frames' 30) against the frames
+    it packed (episode e's step k is frame (e mod episodes per copy) * EPISODE + k * 30 / fps)."""
+    per_copy, every = len(frames) // EPISODE, FPS // fps
+    ds = rayform.torch.EpisodeDataset(slice_, obs=["cam/rgb"], fps=fps, pack=key)
     got = np.empty((len(ds), *frames.shape[1:]), np.uint8)
     want = np.empty(len(ds), np.int64)
     for i in range(len(ds)):
         x = ds[i]
         got[i] = x["cam/rgb"].numpy().transpose(1, 2, 0)
-        want[i] = (x["meta"]["episode_index"] % per_copy) * EPISODE + x["meta"]["frame_index"]
+        want[i] = (x["meta"]["episode_index"] % per_copy) * EPISODE + x["meta"]["frame_index"] * every
     return psnr(got, frames[want])
+
+
+def print_rates(client: rayform.Client, slice_: rayform.Slice, frames: np.ndarray, args: argparse.Namespace,
+                rates: list[int]) -> None:
+    """A row per pack rate: JPEG q90's and the video codec's bytes a frame and PSNR against the
+    frames packed (the video at its default quality, encoded at one nominal rate whatever the
+    pack's: its bits a frame should not grow as the rate falls)."""
+    print(f"{args.camera} camera, {args.codec} against JPEG q90, by pack rate:")
+    print(f"{'fps':>4} {'JPEG KiB/frame':>15} {'video KiB/frame':>16} {'video/JPEG':>11} {'JPEG dB':>8} "
+          f"{'video dB':>9} {'crf':>4}  target: <= 0.15, within 1.5 dB")
+    for fps in rates:
+        j = client.pack(slice_, fps, image_codec="jpeg", jpeg_quality=90, progress=False)
+        v = client.pack(slice_, fps, image_codec=args.codec, clip_frames=args.clip_frames, progress=False)
+        jb, vb = (sum(sh.bytes for sh in p.shards) / p.samples / 1024 for p in (j, v))
+        jq, vq = pack_psnr(slice_, j.key, frames, fps), pack_psnr(slice_, v.key, frames, fps)
+        print(f"{fps:>4} {jb:>15.2f} {vb:>16.2f} {vb / jb:>11.3f} {jq:>8.2f} {vq:>9.2f} "
+              f"{v.schema['cam/rgb'].video.crf:>4}")
 
 
 def cache_bytes(directory: str) -> int:
@@ -211,6 +229,8 @@ def main() -> None:
     ap.add_argument("--camera", default="all", choices=sorted(CAMERAS),
                     help="whose frames: both LeRobot examples' (default), the SO-101 wrist's or the G1 humanoid's")
     ap.add_argument("--quality-only", action="store_true", help="bytes and PSNR only (no loaders)")
+    ap.add_argument("--rates", default="30", help="with --quality-only: the pack rates (divisors of 30) whose "
+                    "bytes and PSNR against JPEG q90's are each a row, e.g. 10,15,30")
     ap.add_argument("--history", type=int, default=4,
                     help="also pack the video with this history (0: not): its bytes against the pack without")
     args = ap.parse_args()
@@ -232,6 +252,7 @@ def main() -> None:
 
         with_history = history_packs(client, slice_, args.codec, args.history) if args.history else {}
         if args.quality_only:
+            print_rates(client, slice_, frames, args, [int(r) for r in args.rates.split(",")])
             print_history(video, with_history, args.history)
             v = video.schema["cam/rgb"].video
             for name, p in packs.items():
