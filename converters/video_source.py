@@ -14,10 +14,14 @@ from typing import IO, Any
 
 import numpy as np
 
+from rayform.codec.codecs import VIDEO
 from rayform.errors import InvalidInput
 from rayform.recordings.streams import VideoStream
 
-CODECS = {"libdav1d": "av1", "av1": "av1", "libaom-av1": "av1", "h264": "h264", "hevc": "hevc"}
+# the codec a file's stream is, by the name of the decoder PyAV opened it with (libaom-av1: a
+# build without dav1d); only the codecs a segment may keep as recorded
+CODECS = {**{name: name for name in VIDEO}, **{d: name for name, c in VIDEO.items() for d in c.decoders},
+          "libaom-av1": "av1"}
 NS = 1_000_000_000
 
 
