@@ -71,7 +71,7 @@ def listing(client: Client, site: str | None, where: str | None) -> Iterator[dic
 def segments_compact(args: argparse.Namespace) -> int:
     client = store_client(args, writes=True)
     catalog = client.segments.catalog
-    sites = args.site or sorted({p.site for p in catalog.parts.live()} | {r[1] for r in catalog.legacy_refs()})
+    sites = args.site or catalog.sites()
     if not sites:
         print(f"no segments in {client.store.display}: nothing to compact")
     for site in sites:

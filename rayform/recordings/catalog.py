@@ -26,7 +26,7 @@ from rayform import names
 from rayform.cache.store_view import CachedStore
 from rayform.errors import Malformed
 from rayform.recordings import query
-from rayform.recordings.catalog_parts import COLUMNS, TYPES, CatalogParts, CatalogRow, PartRef, decode, fixed_width
+from rayform.recordings.catalog_parts import COLUMNS, PREFIX, TYPES, CatalogParts, CatalogRow, PartRef, decode, fixed_width
 from rayform.untrusted import array_list, mapping, string
 
 LEGACY = "refs/segments"
@@ -131,6 +131,16 @@ class Catalog:
         q = query.Query(where) if isinstance(where, str) else where
         table = self.latest(site, columns=list(dict.fromkeys([*columns, *(query.COLUMNS_READ if q else ())])))
         return q.select(table) if q is not None else table
+
+    def fingerprint(self) -> tuple[str, ...]:
+        """What changes whenever the catalog does (a part appended or compacted, a per-segment
+        ref written): the keys of its refs, one listing each, nothing decoded. A reader keeping
+        a table compares it to know when to read again (``rayform view``)."""
+        return (*self.store.list_refs(PREFIX), *self.store.list_refs(LEGACY))
+
+    def sites(self) -> list[str]:
+        """Every site with a catalog part or a per-segment ref, from the listings (nothing decoded)."""
+        return sorted({p.site for p in self.parts.live()} | {r[1] for r in self.legacy_refs()})
 
     def latest(self, site: str | None = None, columns: Sequence[str] | None = None) -> Any:
         """One row per segment: its latest version's (recorded last; of rows recorded at once, the

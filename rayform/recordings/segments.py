@@ -225,9 +225,7 @@ class Segments:
         return sorted(refs, key=lambda r: (r.site, r.name))
 
     def sites(self) -> builtins.list[str]:
-        import pyarrow.compute as pc
-
-        return sorted(pc.unique(self.catalog.table(columns=["site"]).column("site")).to_pylist())
+        return self.catalog.sites()
 
     def compact(self, site: str, parts: Sequence[PartRef] | None = None, fold_legacy: bool = True) -> Compacted | None:
         """Fold a site's live catalog parts (or the consecutive run ``parts`` of them), and the

@@ -24,7 +24,6 @@ import numpy as np
 from rayform.errors import InvalidInput
 from rayform.recordings import health, query
 from rayform.recordings.catalog import Catalog
-from rayform.recordings.catalog_parts import PREFIX
 
 CHECK_S = 2.0  # a catalog looked at this recently is not listed again
 PAGE_MAX = 500
@@ -73,7 +72,7 @@ class SegmentTable:
     def table(self) -> Any:
         with self._lock:
             if self._table is None or time.monotonic() - self._looked_at > CHECK_S:
-                parts = tuple(sorted(self.catalog.store.list_refs(PREFIX)))
+                parts = self.catalog.fingerprint()
                 self._looked_at = time.monotonic()
                 if parts != self._parts or self._table is None:
                     self._table = self.catalog.latest(columns=list(_COLUMNS))

@@ -381,3 +381,23 @@ def test_a_compaction_between_a_listing_and_its_reads_never_hides_rows(tmp_path,
     live = parts.live("lab")
     assert compacted[0] is not None and {p.key for p in live}.isdisjoint(before)
     assert sum(p.rows for p in live) == 3
+
+
+def test_the_fingerprint_changes_with_every_write_and_sites_need_no_decoding(tmp_path, monkeypatch):
+    """What a reader keeping a table compares (``rayform view``): it changes when a part is
+    appended or compacted; the sites are read from the listings, no part decoded."""
+    client = rayform.Client(tmp_path / "store")
+    catalog = client.segments.catalog
+    seen = [catalog.fingerprint()]
+    client.segments.add_many([_episode(0)])
+    seen.append(catalog.fingerprint())
+    client.segments.add_many([("other", "x", _episode(1)[2], {})])
+    seen.append(catalog.fingerprint())
+    client.segments.add_many([_episode(2)])
+    seen.append(catalog.fingerprint())
+    client.segments.compact("lab")
+    seen.append(catalog.fingerprint())
+    assert len(set(seen)) == len(seen)
+    assert catalog.fingerprint() == seen[-1]  # and the same while nothing is written
+    monkeypatch.setattr(catalog_module, "part_table", lambda *a, **k: pytest.fail("a part decoded"))
+    assert catalog.sites() == client.segments.sites() == ["lab", "other"]
