@@ -172,6 +172,16 @@ class PackSpec:
         # snapping aligned exactly
         return cls(**{"interleave_seed": None, "snap": 0, "clip_frames": CLIP_FRAMES, **m})
 
+    def beyond(self, history: int, horizon: int) -> tuple[str, str] | None:
+        """Where a reader asking ``history`` steps back and ``horizon`` ahead goes beyond what a
+        pack of these parameters holds: (what, the ``rayform pack`` flag that packs it), or None.
+        The one check: the dataset's choice of pack and the sample builder both ask it."""
+        if history > self.max_history:
+            return f"a history {history} steps back is beyond its pack's {self.max_history}", f"--history {history}"
+        if horizon > self.max_horizon:
+            return f"horizon {horizon} is beyond the pack's maximum {self.max_horizon}", f"--horizon {horizon}"
+        return None
+
     @property
     def keyframe_every(self) -> int:
         """Samples from one keyframe to the next in an encoded clip."""

@@ -67,17 +67,10 @@ class SampleBuilder:
         self.actions = [ActionPart.of(schema, a) for a in spec.actions()]
         self.history = spec.steps_back()
         deepest = max((max(k) for k in self.history.values()), default=0)
-        if deepest > pack.spec.max_history:
-            raise InvalidInput(
-                f"{pack.slice_id}: a history {deepest} steps back is beyond its pack's {pack.spec.max_history} at "
-                f"{pack.fps:g} fps. Run: rayform pack {pack.slice_id} --fps {pack.fps:g} --history {deepest}"
-            )
-        if self.actions and spec.horizon > pack.spec.max_horizon:
-            raise InvalidInput(
-                f"{pack.slice_id}: horizon {spec.horizon} is beyond the pack's maximum "
-                f"{pack.spec.max_horizon} at {pack.fps} fps. Run: rayform pack {pack.slice_id} "
-                f"--fps {pack.fps:g} --horizon {spec.horizon}"
-            )
+        beyond = pack.spec.beyond(deepest, spec.horizon if self.actions else 0)
+        if beyond is not None:
+            raise InvalidInput(f"{pack.slice_id}: {beyond[0]} at {pack.fps:g} fps. "
+                               f"Run: rayform pack {pack.slice_id} --fps {pack.fps:g} {beyond[1]}")
         self._check_keys()
         self.meta_keys = META_KEYS
         self.entries = RecordArrays()

@@ -94,12 +94,9 @@ def _checked(slice_: Slice, pack: Pack, spec: SampleSpec, wanted: Sequence[str],
             f"{', '.join(pack.spec.streams or ())}. {run} "
             f"--streams {','.join(dict.fromkeys([*(pack.spec.streams or ()), *wanted]))}"
         )
-    if history > pack.spec.max_history:
-        raise InvalidInput(f"{slice_.id}: a history {history} steps back is beyond its pack's {pack.spec.max_history} "
-                           f"at {spec.fps:g} fps. {run} --history {history}")
-    if horizon > pack.spec.max_horizon:
-        raise InvalidInput(f"{slice_.id}: horizon {spec.horizon} is beyond the pack's maximum "
-                           f"{pack.spec.max_horizon} at {spec.fps:g} fps. {run} --horizon {spec.horizon}")
+    beyond = pack.spec.beyond(history, horizon)
+    if beyond is not None:
+        raise InvalidInput(f"{slice_.id}: {beyond[0]} at {spec.fps:g} fps. {run} {beyond[1]}")
     if not serves_size(pack, spec.resize):
         size = pack.spec.resize
         assert size is not None
