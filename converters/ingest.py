@@ -75,7 +75,8 @@ def convert_source(job: SourceJob) -> SourceResult:
     source = job.path
     if is_url(source):
         if not FORMATS[job.fmt].remote:
-            raise InvalidInput(f"{source}: {job.fmt} sources are local files; a LeRobot or RLDS dataset may be a URL")
+            remote = ", ".join(name for name, f in FORMATS.items() if f.remote)
+            raise InvalidInput(f"{source}: {job.fmt} sources are local files; a source of {remote} may be a URL")
     elif not Path(source).exists():
         raise InvalidInput(f"{source}: no such file or folder")
     segments = Segments(job.store.open())

@@ -87,19 +87,19 @@ def _of_slice(client: Any, name: str) -> Any:
     """The catalog's rows of a slice's segment versions, older versions' included with the
     health measured when they were written (one row a version); a version no catalog row lists
     (a store from before catalogs) gets a row from its manifest, its health measured now."""
-    import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
 
+    from rayform.recordings.catalog_parts import unique_versions
+
     chosen = client.slices.get(name)
     wanted = {f"{s.id}@{s.version}" for s in chosen.segments}
-    table = client.segments.catalog.table(columns=COLUMNS)
+    table = client.segments.catalog.table(columns=[*COLUMNS, "recorded"])
     keys = pc.binary_join_element_wise(table.column("id"), table.column("version"), "@")
-    mine = table.filter(pc.is_in(keys, value_set=pa.array(sorted(wanted), pa.string())))
-    found = np.array(pc.binary_join_element_wise(mine.column("id"), mine.column("version"), "@").to_pylist(), object)
-    _, first = np.unique(found, return_index=True)  # concurrent compactions may have left a version twice
-    mine = mine.take(pa.array(np.sort(first)))
-    older = sorted(wanted - set(found.tolist()))
+    # one row a version (concurrent compactions may have left two), by the rule every reader keeps
+    mine = unique_versions(table.filter(pc.is_in(keys, value_set=pa.array(sorted(wanted), pa.string())))).select(COLUMNS)
+    older = sorted(wanted - set(pc.binary_join_element_wise(mine.column("id"), mine.column("version"), "@")
+                                .to_pylist()))
     if not older:
         return mine
     rows = []

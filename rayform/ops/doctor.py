@@ -72,7 +72,6 @@ class Checked:
     start_ns: int = 0  # the episode's first timestamp: findings are told in seconds from it
 
 
-
 def measure(seg: Segment) -> dict[str, Any]:
     """A stored segment's health summary, measured from its stored streams (as ingest does)."""
     found: list[health.Finding] = []

@@ -138,18 +138,21 @@ def _unreadable_slice(store: CachedStore, sid: str, digest: str, error: RayformE
     """A slice that cannot be read: its manifest, and its segments table where the manifest
     names one, with the error on the one that fails (a corrupt table is not a bad manifest)."""
     yield Reference(digest, f"{sid} manifest")
-    at, what = digest, f"{sid} manifest"
+    unreadable = f"unreadable: {error}"
     try:
         manifest = store.get_json_blob(digest, f"slice manifest of {sid}")
-        if isinstance(manifest, dict) and "table" in manifest:
-            table = names.digest(manifest.get("table"), f"slice manifest of {sid}: table")
-            yield Reference(table, f"{sid} segments table")
-            at, what = table, f"{sid} segments table"
-            store.get_blob(table, f"segments table of {sid}")
-            at, what = digest, f"{sid} manifest"  # the table reads: what fails is the manifest's
+        table = names.digest(manifest.get("table"), f"slice manifest of {sid}: table") \
+            if isinstance(manifest, dict) and "table" in manifest else None
     except RayformError:
-        pass
-    yield Reference(at, what, error=f"unreadable: {error}")
+        table = None
+    if table is not None:
+        yield Reference(table, f"{sid} segments table")
+        try:
+            store.get_blob(table, f"segments table of {sid}")
+        except RayformError:
+            yield Reference(table, f"{sid} segments table", error=unreadable)
+            return
+    yield Reference(digest, f"{sid} manifest", error=unreadable)
 
 
 def _readable_rows(store: CachedStore) -> Generator[Reference, None, Any]:

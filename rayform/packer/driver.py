@@ -151,14 +151,15 @@ def _render_pack(slice_: Slice, spec: PackSpec, executor: Executor | None, worke
                        chunks, apart)
     manifest = write_manifest(slice_id=slice_.id, slice_digest=slice_.digest, spec=spec, schema=schema,
                               members=members, stored=stored, stats=stats, segments=counts)
-    digest = store.put_json_blob(manifest)
+    data = canonical_json(manifest)
+    digest = store.put_blob(data)
     # a pack runs for long: a gc with a shorter grace may have taken a shard, which cannot be
     # written again from here (nothing is committed then), and its manifest once the ref is there
     committed: list[str] = [*(shard.sha256 for shard in shards), index, chunks, *([apart] if apart else [])]
     store.confirm_committed(dict.fromkeys(committed), f"pack {spec.key()} of {slice_.id}")
     made = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="microseconds")
     store.put_ref(f"refs/packs/{slice_.id}/{spec.key()}.json", pack_ref(digest, spec, made))
-    store.confirm_committed({digest: canonical_json(manifest)}, f"pack {spec.key()} of {slice_.id}")
+    store.confirm_committed({digest: data}, f"pack {spec.key()} of {slice_.id}")
     pack = Pack(digest, manifest)
     if pack.dropped["instants"]:
         log.info("%s: dropped %d of %d instants as stale (%s)", slice_.id, pack.dropped["instants"],

@@ -176,18 +176,21 @@ class Slices:
         if twice is not None:
             s = selection.segments()[twice] if len(selection) < TABLE_AT else SliceSegments(table=selection.encode())[twice]
             raise InvalidInput(f"slice: {s.id}@{s.version[:8]} selected twice")
+        written: dict[str, bytes | None] = {}  # blob -> its bytes, confirmed once the ref names them
         if len(selection) >= TABLE_AT:  # a table blob: no list of a million objects, here or in a reader
             encoded = selection.encode()
-            table: str | None = self.store.put_blob(encoded)
-            listed = None
+            stored = self.store.put_blob(encoded)
+            written[stored] = encoded
+            table, listed = stored, None
         else:
-            table, listed, encoded = None, selection.segments(), b""
+            table, listed = None, selection.segments()
         manifest = _manifest(name, listed, table, len(selection))
-        digest = self.store.put_json_blob(manifest)
+        data = canonical_json(manifest)
+        digest = self.store.put_blob(data)
+        written[digest] = data
         slice_id = self._claim_id(digest)
         # the ref reaches them from now on; a gc that decided before may have deleted one meanwhile
-        self.store.confirm_committed({digest: canonical_json(manifest), **({table: encoded} if table else {})},
-                                     f"slice {slice_id}")
+        self.store.confirm_committed(written, f"slice {slice_id}")
         return Slice(self.store, slice_id, digest, manifest)
 
     def get(self, slice_id: str) -> Slice:
