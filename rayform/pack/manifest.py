@@ -18,7 +18,7 @@ from rayform import names
 from rayform.errors import InvalidInput, Malformed
 from rayform.pack import layout
 from rayform.pack.layout import StreamSchema
-from rayform.pack.spec import PACK_FORMAT, PackSpec
+from rayform.pack.spec import PACK_FORMAT, READABLE_FORMATS, PackSpec
 from rayform.pack.stats import StreamStats, stats_of
 from rayform.untrusted import array_list, integer, json_objects, mapping, parsing
 
@@ -120,7 +120,7 @@ class Pack:
     def __init__(self, digest: str, manifest: Mapping[str, Any]):
         what = f"pack manifest {digest[:16]}"
         mapping(manifest, what)
-        if manifest.get("format") != PACK_FORMAT:
+        if manifest.get("format") not in READABLE_FORMATS:
             raise Malformed(f"{what}: format {str(manifest.get('format'))[:40]!r}, not {PACK_FORMAT}")
         self.digest = digest
         # per segment entries are kept as compressed JSON, parsed when asked for: as dicts

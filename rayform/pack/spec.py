@@ -7,9 +7,12 @@ import numbers
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import numpy as np
+
 from rayform.codec.clip import MAX_SIDE
 from rayform.codec.codecs import VIDEO_CODECS
 from rayform.errors import InvalidInput
+from rayform.pack import grid
 from rayform.store.content import canonical_json, sha256_hex
 
 CODECS = ("keep", "jpeg", "png", *VIDEO_CODECS)
@@ -18,7 +21,11 @@ CLIP_FRAMES = 8
 # frames history reads before a sample are then mostly in its own clip, stored once (a clip of 8
 # with 4 frames of history stores 12: 1.3-1.5x the bytes; of 64, 68 frames: 1.01-1.03x).
 HISTORY_CLIP_FRAMES = 64
-PACK_FORMAT = "rayform.pack/1"
+# /2: history and future instants from the grid step (``pack.grid``), no longer as offsets from
+# a sample's own rounded instant (a nanosecond apart at 3, 15, 29.97 fps: other bytes). A /1
+# pack's layout is the same and still reads.
+PACK_FORMAT = "rayform.pack/2"
+READABLE_FORMATS = ("rayform.pack/1", PACK_FORMAT)
 
 
 MIN_FPS, MAX_FPS = 0.001, 10_000
@@ -62,7 +69,7 @@ class PackSpec:
     uses a flat 100 µs), so frames stamped a hair off the grid are not taken for stale ones
     and a last step a nanosecond past the end is not padding; 0: exact, as packs made
     before it.
-    ``max_history``: each sample also carries its streams at ``t − j/fps``, ``j = 1 …
+    ``max_history``: each sample also carries its streams at the grid steps ``k − j``, ``j = 1 …
     max_history`` (images as more members, arrays in the record), with a pad mask where
     that runs before the segment's first sample (whose values it then repeats): what
     observation history reads, without leaving the sample.
@@ -186,6 +193,20 @@ class PackSpec:
     def keyframe_every(self) -> int:
         """Samples from one keyframe to the next in an encoded clip."""
         return self.gop_frames or self.clip_frames
+
+    def group_frames(self, history: int | None = None) -> int:
+        """The most frames from a keyframe to the next in an encoded clip: a clip's first group
+        holds the frames its first sample's history shows (``history`` steps; None: the pack's)."""
+        return self.keyframe_every + (self.max_history if history is None else history)
+
+    def history_instants(self, origin: int, steps: np.ndarray) -> np.ndarray:
+        """``(len(steps), max_history)``: the instants 1 … ``max_history`` grid steps before each
+        sample at grid step ``steps`` on the grid whose step 0 is at ``origin`` (``pack.grid``)."""
+        return grid.instants(origin, grid.around(steps, -self.max_history, -1)[:, ::-1], self.fps)
+
+    def future_instants(self, origin: int, steps: np.ndarray) -> np.ndarray:
+        """``(len(steps), max_horizon + 1)``: each sample's instant and the ``max_horizon`` after it."""
+        return grid.instants(origin, grid.around(steps, 0, self.max_horizon), self.fps)
 
     def key(self) -> str:
         """A short, stable name for these parameters: ``fps15-<8 hex>``."""

@@ -8,9 +8,11 @@ The rules (DESIGN.md):
 - a timestamp within ``snap`` after an instant counts as at it (recorders stamp frames a few
   hundred ns off the grid their float seconds meant): for the frame chosen, for the range
   an array covers, and for the end a future window pads past. Never more than ``snap``;
+- a sample's history and future are the grid's instants at ``k − j`` and ``k + j``
+  (``pack.grid``), never offsets from ``t_k``;
 - an instant within ``EXACT_NS`` of a recorded value takes that value exactly: grid instants are
-  whole ns, so ``t_k + round(j · 1e9 / fps)`` may land 1 ns beside a step recorded at
-  ``round((k + j) · 1e9 / fps)`` (3 Hz, 15 Hz), and an action chunk must be the recorded steps;
+  whole ns, so a grid whose step 0 is not a recording's may land 1 ns beside a step recorded at
+  ``t_0 + round(k · 1e9 / fps)`` (3 Hz, 15 Hz), and an action chunk must be the recorded steps;
 - otherwise an array is interpolated between its two recorded values around ``t_k``: linearly for
   floats, by slerp for the quaternion of a pose, by holding the earlier value for integer
   and bool data; it is rejected when those two values are further apart than twice the
@@ -21,9 +23,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from rayform.pack import grid as pack_grid
 from rayform.recordings.streams import median_period
 
-NS = 1_000_000_000
+NS = pack_grid.NS
 EXACT_NS = 2  # an instant this near a recorded value is at it (two roundings to whole ns apart)
 
 
@@ -45,7 +48,7 @@ def grid(start_ns: int, end_ns: int, fps: float) -> np.ndarray:
         n += 1
     while n > 1 and round((n - 1) * step) > span:
         n -= 1
-    return start_ns + np.round(np.arange(n) * step).astype(np.int64)
+    return pack_grid.instants(start_ns, np.arange(n), fps)
 
 
 def snap_ns(ts: np.ndarray, snap: float) -> int:
@@ -130,18 +133,15 @@ def slerp(q0: np.ndarray, q1: np.ndarray, w: np.ndarray) -> np.ndarray:
 
 
 def future_window(
-    ts: np.ndarray, values: np.ndarray, t: np.ndarray, fps: float, horizon: int, end_ns: int, kind: str = "array",
-    snap: int = 0,
+    ts: np.ndarray, values: np.ndarray, when: np.ndarray, end_ns: int, kind: str = "array", snap: int = 0,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Values at ``t + j/fps`` for ``j = 0..horizon`` and where each ran past ``end_ns``
-    (by more than ``snap``).
+    """Values at the instants ``when`` (each sample's row: ``PackSpec.future_instants``) and
+    where each ran past ``end_ns`` (by more than ``snap``).
 
-    Returns ``(len(t), horizon + 1, *shape)`` values and a ``(len(t), horizon + 1)`` bool pad
-    mask. Past the end the last value inside is held.
+    Returns ``(*when.shape, *shape)`` values and a ``when.shape`` bool pad mask. Past the end
+    the last value inside is held.
     """
-    offsets = np.round(np.arange(horizon + 1) * (NS / fps)).astype(np.int64)
-    when = t[:, None] + offsets[None, :]
     pad = when > end_ns + snap
     when = np.minimum(when, end_ns)  # held: the value at the end, for every padded step
     flat = interpolate(ts, values, when.reshape(-1), kind)
-    return flat.reshape(len(t), horizon + 1, *values.shape[1:]), pad
+    return flat.reshape(*when.shape, *values.shape[1:]), pad

@@ -112,9 +112,7 @@ TRIALS = 3  # segments whose first clip is encoded to weigh keeping a camera's p
 
 def _encoded(codec: str, spec: PackSpec, why: str | None) -> VideoSchema:
     settings = VideoCodec(codec, spec.video_crf, spec.video_preset, spec.keyframe_every)
-    # the most frames from a keyframe to the next: a clip's first group holds its history too
-    return VideoSchema(codec, spec.clip_frames, False, settings.crf, settings.preset, why,
-                       gop=spec.keyframe_every + spec.max_history)
+    return VideoSchema(codec, spec.clip_frames, False, settings.crf, settings.preset, why, gop=spec.group_frames())
 
 
 def _why_not_kept(seg: Segment, info: StreamInfo, gap: int, shows: np.ndarray, spec: PackSpec) -> str | None:

@@ -26,6 +26,7 @@ import numpy as np
 from rayform.codec import imagecodec, records
 from rayform.codec.clip import Clip
 from rayform.codec.video_encoder import VideoCodec
+from rayform.pack import grid as pack_grid
 from rayform.pack.layout import StreamSchema
 from rayform.pack.spec import PackSpec
 from rayform.packer import align
@@ -50,14 +51,14 @@ def render_clip_docs(seg: Segment, spec: PackSpec, schema: dict[str, StreamSchem
     videos = {name: s for name, s in schema.items() if s.video is not None}
     arrays = {name: s for name, s in schema.items() if s.kind != "image"}
     frames = {name: frame_indices(seg, name, spec, t, back) for name in videos}
-    origin = int(t[0]) - int(round(int(grid[0]) * align.NS / spec.fps))  # the grid's step 0
+    origin = pack_grid.origin(int(t[0]), int(grid[0]), spec.fps)
     start_ns, end_ns = span
     out = []
     for first in range(0, len(t), spec.clip_frames):
         at = slice(first, first + spec.clip_frames)
         rows_from = int(grid[at][0]) - spec.max_history
         steps = np.arange(rows_from, int(grid[at][-1]) + spec.max_horizon + 1, dtype=np.int64)
-        when = origin + np.round(steps * (align.NS / spec.fps)).astype(np.int64)
+        when = pack_grid.instants(origin, steps, spec.fps)
         record: dict[str, Any] = {**base, "samples": len(t[at]), "t_ns": t[at].tolist(), "index": grid[at].tolist(),
                                   "rows_from": rows_from, "arrays": {}, "frames": {}}
         for name, s in arrays.items():

@@ -13,7 +13,7 @@ A sample is the members of one key::
                                              step in it), and for every array stream
                                              its values at t + j/fps, j = 0..max_horizon,
                                              with the pad mask; with max_history, its values
-                                             at t − j/fps (``past``) and the mask of the
+                                             j grid steps back (``past``) and the mask of the
                                              steps before the segment's first sample
 """
 
@@ -26,6 +26,7 @@ import numpy as np
 
 from rayform.cache.store_view import CachedStore, StoreRef
 from rayform.codec import imagecodec, records
+from rayform.pack import grid
 from rayform.pack.layout import CLIPS, LOWDIM, StreamSchema, history_member
 from rayform.pack.spec import PackSpec
 from rayform.packer import align
@@ -94,10 +95,12 @@ def render_task(
     seg = open_segment(store_ref, task.version, segment_id, task.bundle)
     start_ns, end_ns = span
     t = task.times
-    # history: the instants t − j/fps, j = 1 … max_history, held at the segment's first sample
-    back = t[:, None] - np.round(np.arange(1, spec.max_history + 1) * (align.NS / spec.fps)).astype(np.int64)
+    origin = grid.origin(int(t[0]), int(task.grid_index[0]), spec.fps)
+    # history: the grid's instants j = 1 … max_history steps back, held at the segment's first sample
+    back = spec.history_instants(origin, task.grid_index)
     history_pad = back < start_ns
     back = np.maximum(back, start_ns)
+    future = spec.future_instants(origin, task.grid_index)
     images: dict[str, list[Buffer]] = {}
     arrays: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     past: dict[str, np.ndarray] = {}
@@ -112,7 +115,7 @@ def render_task(
         else:
             end = min(end_ns, int(ts[-1]))
             values = seg.values(name)
-            arrays[name] = align.future_window(ts, values, t, spec.fps, spec.max_horizon, end, s.kind, snap)
+            arrays[name] = align.future_window(ts, values, future, end, s.kind, snap)
             if spec.max_history:
                 flat = align.interpolate(ts, values, back.reshape(-1), s.kind)
                 past[name] = flat.reshape(len(t), spec.max_history, *values.shape[1:])

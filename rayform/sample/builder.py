@@ -104,7 +104,7 @@ class SampleBuilder:
         for s in self.images:
             if s.video is not None:
                 height, width = self.spec.resize or s.shape[:2]
-                shown = self.pack.spec.keyframe_every + max(self.history.get(s.name, (0,))) + 1
+                shown = self.pack.spec.group_frames(max(self.history.get(s.name, (0,)))) + 1
                 per_lane += (shown + self.pack.spec.max_history) * height * width * 3  # a group's lead-in too
         self.clips.hold(lanes * per_lane)
         if self.clip_records is not None:  # a lane reads a clip's record for each of its samples

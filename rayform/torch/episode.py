@@ -166,8 +166,7 @@ class EpisodeDataset(Statistics, OverParts, Dataset[dict[str, Any]]):
         self._hinted = True
         # a clip-aware order's lanes each decode a group of pictures before their first sample
         spec = self.builders[0].pack.spec
-        ahead = self.batch_size * self.clip_stride * (spec.keyframe_every + spec.max_history) \
-            if self.clip and self.batch_size else 0
+        ahead = self.batch_size * self.clip_stride * spec.group_frames() if self.clip and self.batch_size else 0
         if clips.decoded - ahead > 2 * clips.built:
             log.warning("rayform: this video pack is read in an order that decodes %.1f frames a sample; give "
                         "EpisodeDataset(..., batch_size=<the DataLoader's>) and the DataLoader no shuffle (the dataset "

@@ -17,7 +17,7 @@ import numpy as np
 from rayform.cache.store_view import CachedStore
 from rayform.codec import imagecodec
 from rayform.errors import InvalidInput, NotFound
-from rayform.pack import Pack, Packs
+from rayform.pack import Pack, Packs, grid
 from rayform.pack.packs import packs_described
 from rayform.pack.stats import PERCENTILES
 from rayform.read.reader import PackReader
@@ -108,8 +108,8 @@ class PackPages:
         arrays = {}
         for name, b in chunks:
             built = b.build(raw, raw_key)
-            steps = np.arange(0, p.spec.max_horizon + 1)
-            when = t + np.round(steps * 1e9 / p.fps).astype(np.int64)
+            step = int(meta["frame_index"])
+            when = p.spec.future_instants(grid.origin(t, step, p.spec.fps), np.array([step]))[0]
             ts = seg.timestamps(name)
             values = seg.values(name).reshape(len(ts), -1)
             # the recording over the chunk's span and a little beyond, at its own stamps

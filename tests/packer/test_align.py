@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from rayform.pack.spec import PackSpec
 from rayform.packer import align
 
 MS = 1_000_000
@@ -106,8 +107,8 @@ def test_pose_interpolation_is_linear_in_position_and_slerp_in_rotation():
 def test_future_window_values_and_padding_past_the_end():
     ts = np.arange(0, 1_000 * MS + 1, 10 * MS, dtype=np.int64)  # 100 Hz, 0..1 s
     v = (ts / 1e9).astype(np.float64)[:, None]  # x(t) = t seconds
-    t = np.array([0, 900 * MS], np.int64)
-    future, pad = align.future_window(ts, v, t, fps=10, horizon=3, end_ns=int(ts[-1]))
+    spec = PackSpec(fps=10, max_horizon=3)
+    future, pad = align.future_window(ts, v, spec.future_instants(0, np.array([0, 9])), end_ns=int(ts[-1]))
     np.testing.assert_allclose(future[0, :, 0], [0.0, 0.1, 0.2, 0.3])
     assert not pad[0].any()
     np.testing.assert_allclose(future[1, :, 0], [0.9, 1.0, 1.0, 1.0])  # held at the end
@@ -131,9 +132,9 @@ def test_a_frame_within_the_snap_after_an_instant_counts_as_at_it():
 def test_the_snap_keeps_an_end_a_nanosecond_short_from_padding():
     ts = np.array([0, 100, 200, 299], np.int64)
     values = np.arange(4, dtype=np.float32)[:, None]
-    t = np.array([100], np.int64)
-    _, exact = align.future_window(ts, values, t, fps=1e7, horizon=2, end_ns=299)
-    _, snapped = align.future_window(ts, values, t, fps=1e7, horizon=2, end_ns=299, snap=1)
+    when = np.array([[100, 200, 300]], np.int64)
+    _, exact = align.future_window(ts, values, when, end_ns=299)
+    _, snapped = align.future_window(ts, values, when, end_ns=299, snap=1)
     assert exact.tolist() == [[False, False, True]] and snapped.tolist() == [[False, False, False]]
     assert align.array_ok(ts, np.array([300]), 100, snap=1).tolist() == [True]
     assert align.array_ok(ts, np.array([301]), 100, snap=1).tolist() == [False]
@@ -148,7 +149,8 @@ def test_a_future_window_on_steps_recorded_at_the_grid_rate_is_the_recorded_step
     values = np.random.default_rng(0).normal(size=(n, 3)).astype(np.float32)
     t = align.grid(int(ts[0]), int(ts[-1]), fps)
     assert np.array_equal(t, ts)
-    future, pad = align.future_window(ts, values, t, fps, horizon, int(ts[-1]))
+    spec = PackSpec(fps=fps, max_horizon=horizon)
+    future, pad = align.future_window(ts, values, spec.future_instants(int(t[0]), np.arange(len(t))), int(ts[-1]))
     for k in range(n):
         want = values[np.minimum(np.arange(k, k + horizon + 1), n - 1)]
         assert np.array_equal(future[k], want), (fps, k)
