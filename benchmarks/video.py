@@ -263,9 +263,8 @@ def main() -> None:
                   f"; the pack's own measure: {v.psnr} dB (JPEG q90 {v.jpeg_psnr} dB) at crf {v.crf}")
             return
         source = next(V30.glob("videos/**/*.mp4"))
-        from rayform.converters.ingest import ingest
 
-        lerobot = ingest(client, "lerobot", [V30], "so101", slice_name="lerobot-v30", progress=False).slice
+        lerobot = client.ingest("lerobot", [V30], "so101", slice_name="lerobot-v30", progress=False).slice
         kept = client.pack(lerobot, 30, progress=False)
 
         quality = {name: pack_psnr(slice_, p.key, frames) for name, p in packs.items()}

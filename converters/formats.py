@@ -1,6 +1,7 @@
 """Every source format rayform ingests, in one registry: how a source's episodes are read, what
-``--list`` says of it, how a source is cut into tasks, whether it may be a URL, and the extra
-its reader library comes in. ``rayform ingest``, ``Client.ingest``, the CLI's format choices
+``--list`` says of it, how a source is cut into tasks, the options it reads
+(``source_options.SourceOptions``), whether it may be a URL, and the extra its reader library
+comes in. ``rayform ingest``, ``Client.ingest``, the CLI's format choices
 and the executors' tasks all read ``FORMATS`` (``tests/converters/test_formats.py`` holds each
 to it); adding a format is a row here and the steps in docs/design.md, "Adding a source format".
 
@@ -17,52 +18,57 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rayform.converters.source_options import SourceOptions
+from rayform.converters.stream_names import StreamNames
 from rayform.errors import RayformError
 from rayform.recordings.streams import Stream
 
 Episodes = Iterator[tuple[str, list[Stream], dict[str, Any]]]
-Options = Mapping[str, Any]
 EPISODES_PER_TASK = 16  # a LeRobot dataset's episodes a task converts (fewer where that leaves workers idle)
 
 
 @dataclass(frozen=True)
 class SourceFormat:
     name: str  # as ``rayform ingest FORMAT`` and ``Client.ingest(fmt)`` take it
-    episodes: Callable[[str, Options], Episodes]  # a source's (or one task's) episodes: (name, streams, meta)
-    describe: Callable[[str, float | None, Options], list[str]]  # ``--list``: a line per feature
-    tasks: Callable[[str, Options, int], list[Options]] | None = None  # a source's tasks' options (None: one task)
+    episodes: Callable[[str, SourceOptions], Episodes]  # a source's (or one task's) episodes: (name, streams, meta)
+    describe: Callable[[str, SourceOptions], list[str]]  # ``--list``: a line per feature
+    options: tuple[str, ...] = ()  # the options of its own it reads, besides source_options.COMMON
+    tasks: Callable[[str, SourceOptions, int], list[SourceOptions]] | None = None  # its tasks (None: one)
     remote: bool = False  # a source may be a URL (fsspec)
     needs: tuple[str, str] | None = None  # (the module it reads with, the extra bringing it)
 
+    def options_of(self, given: SourceOptions | Mapping[str, Any] | None) -> SourceOptions:
+        """``given`` checked as this format's options (``SourceOptions.of``)."""
+        return SourceOptions.of(self.name, self.options, given)
+
 
 # -- LeRobot ---------------------------------------------------------------------------------
-def _lerobot(path: str, options: Options) -> Episodes:
+def _lerobot(path: str, options: SourceOptions) -> Episodes:
     from rayform.converters.lerobot import iter_lerobot
 
-    return iter_lerobot(path, options.get("mapping"), options.get("allow_missing", False),
-                        bool(options.get("decode_video")), options.get("episodes"), options.get("storage_options"))
+    return iter_lerobot(path, options.mapping, options.allow_missing, options.decode_video, options.episodes,
+                        options.storage_options)
 
 
-def _lerobot_tasks(path: str, options: Options, workers: int) -> list[Options]:
+def _lerobot_tasks(path: str, options: SourceOptions, workers: int) -> list[SourceOptions]:
     """A dataset's episodes in runs of at most ``EPISODES_PER_TASK`` (as many runs as keep
     ``workers`` busy)."""
-    if "episodes" in options:
+    if options.episodes is not None:
         return [options]
     from rayform.converters.lerobot import LeRobotDataset
 
     try:
-        count = len(LeRobotDataset(path, options.get("mapping"), options.get("storage_options"))
-                    .select(bool(options.get("allow_missing"))))
+        count = len(LeRobotDataset(path, options.mapping, options.storage_options).select(options.allow_missing))
     except RayformError:
         return [options]  # its task says what is wrong, naming the source
     per = max(1, min(EPISODES_PER_TASK, -(-count // (4 * workers))))
-    return [{**options, "episodes": (first, min(count, first + per))} for first in range(0, count, per)] or [options]
+    return [options.with_part(episodes=(first, min(count, first + per))) for first in range(0, count, per)] or [options]
 
 
-def _describe_lerobot(path: str, _fps: float | None, options: Options) -> list[str]:
+def _describe_lerobot(path: str, options: SourceOptions) -> list[str]:
     from rayform.converters.lerobot import LeRobotDataset
 
-    ds = LeRobotDataset(path, None, options.get("storage_options"))
+    ds = LeRobotDataset(path, options.mapping, options.storage_options)
     episodes = ds.episodes()
     present = [e for e in episodes if not ds.missing(e)]
     frames = sum(e.length for e in present)
@@ -70,27 +76,26 @@ def _describe_lerobot(path: str, _fps: float | None, options: Options) -> list[s
              f"{len(episodes)} episodes in the meta, {len(present)} present ({frames} frames, "
              f"{frames / ds.fps:.1f} s)"]
     for feature, spec in ds.features.items():
-        target = ds.mapping.get(feature, "(skipped)")
+        target = ds.mapping.get(feature) or "(skipped)"
         lines.append(f"  {feature:32} {spec.get('dtype'):8} {str(spec.get('shape')):14} -> {target}")
     return lines
 
 
 # -- HDF5 ------------------------------------------------------------------------------------
-def _hdf5(path: str, options: Options) -> Episodes:
+def _hdf5(path: str, options: SourceOptions) -> Episodes:
     from rayform.converters.hdf5 import iter_hdf5
 
-    return _renamed(iter_hdf5(Path(path), options.get("fps")), options.get("mapping"))
+    return _renamed(path, iter_hdf5(Path(path), options.fps), options.mapping)
 
 
-def _renamed(episodes: Episodes, mapping: Mapping[str, str | None] | None) -> Episodes:
+def _renamed(path: str, episodes: Episodes, mapping: Mapping[str, str | None]) -> Episodes:
+    """An HDF5 file's streams under the user's names (its own names are the defaults)."""
     for name, streams, meta in episodes:
-        if mapping:
-            streams = [dataclasses.replace(s, name=mapping.get(s.name) or s.name)
-                       for s in streams if mapping.get(s.name, s.name) is not None]
-        yield name, streams, meta
+        names = StreamNames(path, lambda stream: stream, mapping, "stream").table(s.name for s in streams)
+        yield name, [dataclasses.replace(s, name=new) for s in streams if (new := names[s.name]) is not None], meta
 
 
-def _describe_hdf5(path: str, _fps: float | None, _options: Options) -> list[str]:
+def _describe_hdf5(path: str, _options: SourceOptions) -> list[str]:
     from rayform.converters.hdf5 import _open, detect
 
     lines = [f"{path}: HDF5, {detect(Path(path))} layout"]
@@ -103,51 +108,52 @@ def _describe_hdf5(path: str, _fps: float | None, _options: Options) -> list[str
 
 
 # -- ROS -------------------------------------------------------------------------------------
-def _ros(path: str, options: Options) -> Episodes:
+def _ros(path: str, options: SourceOptions) -> Episodes:
     from rayform.converters.rosbag import read_bag
 
-    yield read_bag(Path(path), options.get("mapping"), options.get("stamp", "header"), options.get("joints"))
+    yield read_bag(Path(path), options.mapping, options.stamp, list(options.joints) if options.joints else None)
 
 
-def _describe_ros(path: str, _fps: float | None, _options: Options) -> list[str]:
+def _describe_ros(path: str, _options: SourceOptions) -> list[str]:
     from rayform.converters.rosbag import describe_bag
 
     return describe_bag(Path(path))
 
 
 # -- RLDS ------------------------------------------------------------------------------------
-def _rlds(path: str, options: Options) -> Episodes:
+def _rlds(path: str, options: SourceOptions) -> Episodes:
     from rayform.converters.rlds import iter_rlds
 
     return iter_rlds(path, options)
 
 
-def _rlds_tasks(path: str, options: Options, _workers: int) -> list[Options]:
+def _rlds_tasks(path: str, options: SourceOptions, _workers: int) -> list[SourceOptions]:
     """A dataset's shards, one task each (the schema read once, handed to every task)."""
-    if options.get("shard") is not None:
+    if options.shard is not None:
         return [options]
     from rayform.converters.rlds import RldsDataset
 
     try:
-        ds = RldsDataset(path, options.get("mapping"), options.get("storage_options"), options.get("fps"),
-                         options.get("task_key"))
-        shards = ds.shards(options.get("splits"))
+        ds = RldsDataset(path, options.mapping, options.storage_options, options.fps, options.task_key)
+        shards = ds.shards(list(options.splits) if options.splits else None)
     except RayformError:
         return [options]  # its task says what is wrong, naming the source
-    return [{**options, "shard": (s.split, s.index), "docs": ds.docs} for s in shards if s.episodes] or [options]
+    return [options.with_part(shard=(s.split, s.index), docs=ds.docs) for s in shards if s.episodes] or [options]
 
 
-def _describe_rlds(path: str, fps: float | None, options: Options) -> list[str]:
+def _describe_rlds(path: str, options: SourceOptions) -> list[str]:
     from rayform.converters.rlds import describe
 
-    return describe(path, fps, options)
+    return describe(path, options)
 
 
 FORMATS: dict[str, SourceFormat] = {f.name: f for f in (
-    SourceFormat("lerobot", _lerobot, _describe_lerobot, _lerobot_tasks, remote=True),
-    SourceFormat("rlds", _rlds, _describe_rlds, _rlds_tasks, remote=True, needs=("google.protobuf", "rlds")),
-    SourceFormat("hdf5", _hdf5, _describe_hdf5, needs=("h5py", "hdf5")),
-    SourceFormat("ros", _ros, _describe_ros, needs=("rosbags", "ros")),
+    SourceFormat("lerobot", _lerobot, _describe_lerobot, ("storage_options", "allow_missing", "decode_video"),
+                 _lerobot_tasks, remote=True),
+    SourceFormat("rlds", _rlds, _describe_rlds, ("fps", "storage_options", "splits", "task_key"), _rlds_tasks,
+                 remote=True, needs=("google.protobuf", "rlds")),
+    SourceFormat("hdf5", _hdf5, _describe_hdf5, ("fps",), needs=("h5py", "hdf5")),
+    SourceFormat("ros", _ros, _describe_ros, ("stamp", "joints"), needs=("rosbags", "ros")),
 )}
 
 
@@ -169,6 +175,11 @@ def source_format(name: str) -> SourceFormat:
 
 
 def describe(name: str, path: str | os.PathLike[str], fps: float | None = None,
-             options: Options | None = None) -> list[str]:
-    """What a source holds, before converting it: one line per feature or dataset."""
-    return source_format(name).describe(os.fspath(path), fps, options or {})
+             options: SourceOptions | Mapping[str, Any] | None = None) -> list[str]:
+    """What a source holds, before converting it: one line per feature or dataset (``fps``:
+    the rate where the source does not say it)."""
+    fmt = source_format(name)
+    options = fmt.options_of(options)
+    if fps is not None and "fps" in fmt.options:
+        options = dataclasses.replace(options, fps=fps)
+    return fmt.describe(os.fspath(path), options)

@@ -14,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Mapping, Sequence
-from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -22,9 +21,10 @@ from typing import Any, Protocol
 from rayform.cache.store_view import CachedStore, StoreRef
 from rayform.converters.formats import FORMATS, source_format
 from rayform.converters.source_files import is_url
+from rayform.converters.source_options import SourceOptions
 from rayform.errors import InvalidInput, RayformError
 from rayform.interrupts import held
-from rayform.jobs import JobRunner, finishing
+from rayform.jobs import JobRunner, Run, finishing
 from rayform.recordings.segment_writer import SegmentRef
 from rayform.recordings.segments import Segments
 from rayform.recordings.slices import Slice, Slices
@@ -53,7 +53,7 @@ class SourceJob:
     fmt: str
     path: str
     site: str
-    options: Mapping[str, Any]
+    options: SourceOptions
 
 
 @dataclass(frozen=True)
@@ -85,11 +85,11 @@ def convert_source(job: SourceJob) -> SourceResult:
             episodes = list(FORMATS[job.fmt].episodes(source, job.options))  # whole task first
             if not episodes:
                 raise InvalidInput(f"{source}: no episodes to convert")
-            task = job.options.get("task")
+            task = job.options.task
             if task:  # the task or instruction the user names, over what the source says
-                episodes = [(name, streams, {**meta, "task": str(task)}) for name, streams, meta in episodes]
+                episodes = [(name, streams, {**meta, "task": task}) for name, streams, meta in episodes]
             refs = segments.store_many([(job.site, name, streams, meta) for name, streams, meta in episodes],
-                                       allow_nonfinite=bool(job.options.get("allow_nonfinite")))
+                                       allow_nonfinite=job.options.allow_nonfinite)
             finishing()  # what it wrote is now the parent's to take back, with the result
         except BaseException as e:
             raise _carrying(_as_ingest_error(e, source, job.fmt), written) from None
@@ -124,20 +124,19 @@ def ingest(
     paths: Sequence[str | os.PathLike[str]],
     site: str,
     *,
-    options: Mapping[str, Any] | None = None,
+    options: SourceOptions | Mapping[str, Any] | None = None,
     slice_name: str | None = None,
-    executor: Executor | None = None,
-    workers: int | None = None,
-    progress: bool = True,
+    run: Run | None = None,
 ) -> IngestReport:
     """Convert ``paths`` (of format ``fmt``) into segments at ``site``, all or nothing: every
     source is converted and its data stored before any segment becomes visible, and a failure
     (or Ctrl-C) anywhere takes back every blob this ingest wrote, leaving the store as it was.
 
-    Sources convert in parallel: on ``executor`` (any ``concurrent.futures.Executor``, e.g. a
-    Dask cluster's; each task writes straight to the store), else a process pool of
-    ``workers`` (default: all cores)."""
-    source_format(fmt)  # known, its extra installed
+    ``options``: the format's (``SourceOptions``, or a mapping of its fields), checked first.
+    Sources convert in parallel: on ``run.executor`` (any ``concurrent.futures.Executor``, e.g.
+    a Dask cluster's; each task writes straight to the store), else a process pool of
+    ``run.workers`` (default: all cores)."""
+    checked = source_format(fmt).options_of(options)  # a known format, its extra installed, its options
     from tqdm.auto import tqdm
 
     from rayform.recordings.segment_writer import check_site
@@ -145,15 +144,15 @@ def ingest(
     check_site(site)
     if not paths:
         raise InvalidInput(f"ingest {fmt}: no sources given")
-    workers = workers or os.cpu_count() or 1
-    jobs = [job for p in paths for job in _tasks(SourceJob(client.store.ref, fmt, os.fspath(p), site,
-                                                           dict(options or {})), workers)]
+    run = run or Run()
+    workers = run.workers or os.cpu_count() or 1
+    jobs = [job for p in paths for job in _tasks(SourceJob(client.store.ref, fmt, os.fspath(p), site, checked), workers)]
     workers = min(len(jobs), workers)
     report = IngestReport()
     done: list[SourceResult] = []
-    runner = JobRunner(executor, workers)
+    runner = JobRunner(run.executor, workers)
     try:
-        with runner, tqdm(total=len(jobs), unit="task", desc=f"ingest {fmt}", disable=not progress,
+        with runner, tqdm(total=len(jobs), unit="task", desc=f"ingest {fmt}", disable=not run.progress,
                           leave=False) as bar:
             for result in runner.each(convert_source, jobs):
                 done.append(result)

@@ -28,6 +28,7 @@ import numpy as np
 from rayform.codec import imagecodec
 from rayform.codec.video import STRICT
 from rayform.converters.source_files import SourceFiles
+from rayform.converters.stream_names import StreamNames
 from rayform.converters.video_source import demux_video
 from rayform.errors import InvalidInput
 from rayform.pack.spec import check_fps
@@ -105,7 +106,9 @@ def feature_names(feature: Mapping[str, Any]) -> list[str] | None:
     return None
 
 
-def default_stream_name(feature: str) -> str:
+def default_stream_name(feature: str) -> str | None:
+    if feature in SKIP_FEATURES:
+        return None
     if feature.startswith("observation.images."):
         return feature[len("observation.images."):].replace(".", "_") + "/rgb"
     name = feature.replace(".", "/")
@@ -125,11 +128,7 @@ class LeRobotDataset:
             raise InvalidInput(f"{self.root}: LeRobot {self.version or 'unknown version'}; v2.1 and v3.0 are read")
         self.fps = check_fps(self.info.get("fps"), f"{self.root}/meta/info.json: fps")
         self.features: dict[str, dict[str, Any]] = self.info["features"]
-        self.mapping: dict[str, str | None] = {f: default_stream_name(f) for f in self.features if f not in SKIP_FEATURES}
-        for feature, name in (mapping or {}).items():
-            if feature not in self.features:
-                raise InvalidInput(f"{self.root}: no feature {feature!r} to map. It has: {', '.join(self.features)}")
-            self.mapping[feature] = name
+        self.mapping = StreamNames(str(self.root), default_stream_name, mapping).table(self.features)
         self.video_keys = [f for f, v in self.features.items() if v.get("dtype") == "video"]
         self.tasks = self._tasks()
         self._table: tuple[PurePath, Any] | None = None

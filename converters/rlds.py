@@ -49,6 +49,8 @@ from rayform.converters.rlds_values import (
 )
 from rayform.converters.source_files import SourceFiles, reader_size
 from rayform.converters.source_json import source_json
+from rayform.converters.source_options import SourceOptions
+from rayform.converters.stream_names import StreamNames
 from rayform.converters.tfrecord import parse_example, records
 from rayform.errors import InvalidInput
 from rayform.pack.spec import check_fps
@@ -103,12 +105,8 @@ class RldsDataset:
         readable = [f for f in self.features if f.step and f.skip is None and f.kind != "text"]
         self.large_meta = [f for f in self.features if not f.step and f.skip is None and f.kind == "tensor"
                            and f.size > MAX_META_VALUES]
-        self.mapping: dict[str, str | None] = {f.path.removeprefix("steps/"): default_stream_name(f.path)
-                                               for f in readable}
-        for feature, name in (mapping or {}).items():
-            if feature not in self.mapping:
-                raise InvalidInput(f"{self.root}: no step feature {feature!r} to map. It has: {', '.join(self.mapping)}")
-            self.mapping[feature] = name
+        self.mapping = StreamNames(str(self.root), lambda key: default_stream_name(f"steps/{key}"), mapping,
+                                   "step feature").table(f.path.removeprefix("steps/") for f in readable)
 
     @property
     def fps(self) -> float:
@@ -260,22 +258,20 @@ def _json(text: str, path: PurePath) -> dict[str, Any]:
     return doc
 
 
-def iter_rlds(root: str | os.PathLike[str], options: Mapping[str, Any]) -> Iterator[tuple[str, list[Stream], dict[str, Any]]]:
+def iter_rlds(root: str | os.PathLike[str], options: SourceOptions) -> Iterator[tuple[str, list[Stream], dict[str, Any]]]:
     """The episodes of a dataset (its ``splits``, or every split), or of one ``shard``
     (``(split, index)``: an ingest's task)."""
-    ds = RldsDataset(root, options.get("mapping"), options.get("storage_options"), options.get("fps"),
-                     options.get("task_key"), options.get("docs"))
-    for shard in ds.shards(options.get("splits"), options.get("shard")):
+    ds = RldsDataset(root, options.mapping, options.storage_options, options.fps, options.task_key, options.docs)
+    for shard in ds.shards(list(options.splits) if options.splits else None, options.shard):
         yield from ds.episodes(shard)
 
 
-def describe(root: str | os.PathLike[str], fps: float | None = None, options: Mapping[str, Any] | None = None) -> list[str]:
+def describe(root: str | os.PathLike[str], options: SourceOptions) -> list[str]:
     """What ``rayform ingest rlds --list`` prints: splits and counts, then each feature and exactly
     where it goes (a stream, the task, a metadata key) or why it is dropped."""
-    options = options or {}
-    ds = RldsDataset(root, options.get("mapping"), options.get("storage_options"), fps, options.get("task_key"))
+    ds = RldsDataset(root, options.mapping, options.storage_options, options.fps, options.task_key)
     splits = ds.splits()
-    rate = f"{ds.fps:g} Hz" if fps is not None or ds.name in RATES else "rate not stated (--fps)"
+    rate = f"{ds.fps:g} Hz" if options.fps is not None or ds.name in RATES else "rate not stated (--fps)"
     order = "shard after shard" if ds.sequential else "TFDS's interleaved order"
     lines = [f"{ds.root}: RLDS {ds.name} {ds.info.get('version', '')} ({ds.format} shards), {rate}; "
              + ", ".join(f"{s}: {sum(n)} episodes in {len(n)} shards" for s, n in splits.items())

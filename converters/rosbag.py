@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from rayform.converters import ros_video
+from rayform.converters.stream_names import StreamNames
 from rayform.errors import InvalidInput
 from rayform.recordings.streams import ArrayStream, ImageStream, PoseStream, Stream
 
@@ -121,15 +122,15 @@ def read_bag(path: str | Path, mapping: Mapping[str, str | None] | None = None, 
     path = Path(path)
     if not path.exists():
         raise InvalidInput(f"{path}: no such bag")
-    mapping = dict(mapping or {})
+    named = StreamNames(str(path), stream_base, mapping, "topic")
     series: dict[str, dict[str, Any]] = defaultdict(lambda: {"t": [], "v": []})
     kinds: dict[str, str] = {}
     names: dict[str, list[str]] = {}
     camera_info: dict[str, dict[str, Any]] = {}
     for topic, msgtype, log_ns, msg in _messages(path):
-        if topic in mapping and mapping[topic] is None:
+        base = named.of(topic)
+        if base is None:
             continue
-        base = mapping.get(topic) or stream_base(topic)
         if msgtype in CAMERA_INFO:
             camera_info.setdefault(topic, {"width": int(msg.width), "height": int(msg.height),
                                            # ROS 1 names them K and D, ROS 2 k and d
@@ -179,6 +180,7 @@ def read_bag(path: str | Path, mapping: Mapping[str, str | None] | None = None, 
                     kinds[f"{base}/{field}"] = "joints"
                     s["t"].append(t)
                     s["v"].append(values[pick])
+    named.check()  # a topic the user mapped is one the bag has, of a type rayform converts
     if not series:
         raise InvalidInput(
             f"{path}: no message of a type rayform converts; it has {_topics(path)}. "

@@ -25,16 +25,15 @@ from torch.utils.data import DataLoader
 
 import rayform
 from rayform.converters.demo import DemoConfig, ingest_demo
-from rayform.converters.ingest import ingest
 
 
 def recording(client: rayform.Client, lerobot: Path) -> tuple[rayform.Slice, int]:
     """The LeRobot dataset as a slice of its joint states only, and how many joints it has."""
     info = json.loads((lerobot / "meta" / "info.json").read_text())
     cameras = [f for f, spec in info["features"].items() if spec.get("dtype") in ("video", "image")]
-    real = ingest(client, "lerobot", [lerobot], "lerobot", slice_name=lerobot.name, progress=False,
-                  options={"mapping": {"observation.state": "joints/position", **{f: None for f in cameras}},
-                           "allow_missing": True}).slice
+    real = client.ingest("lerobot", [lerobot], "lerobot", slice_name=lerobot.name, progress=False,
+                         options={"mapping": {"observation.state": "joints/position", **{f: None for f in cameras}},
+                                  "allow_missing": True}).slice
     assert real is not None
     first = real.segments[0]
     return real, client.segments.get(first.id, first.version).stream("joints/position").shape[-1]

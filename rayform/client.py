@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import Executor
 from typing import Any
 
@@ -74,14 +74,16 @@ class Client:
 
     @raised_here
     def ingest(self, fmt: str, sources: Sequence[str | os.PathLike[str]], site: str, *,
-               options: dict[str, Any] | None = None, slice_name: str | None = None,
+               options: Mapping[str, Any] | None = None, slice_name: str | None = None,
                executor: Executor | None = None, workers: int | None = None, progress: bool = True) -> Any:
         """Convert ``sources`` (``"lerobot"``, ``"ros"``, ``"hdf5"`` or ``"rlds"`` recordings) into segments at
         ``site``, all or nothing, on ``executor`` (default: a process pool of ``workers``), as
         ``rayform ingest`` does; ``options`` as its flags (``mapping``, ``allow_missing``,
-        ``decode_video``, ``task``, ``fps``, …). Returns the report: ``.segments``, ``.slice``
-        (with ``slice_name``)."""
+        ``decode_video``, ``task``, ``fps``, …: the fields of ``converters.source_options.SourceOptions``,
+        a format's own checked against ``converters.formats.FORMATS``). Returns the report:
+        ``.segments``, ``.slice`` (with ``slice_name``)."""
         from rayform.converters.ingest import ingest  # the converters (and their libraries) only when ingesting
+        from rayform.jobs import Run
 
-        return ingest(self, fmt, list(sources), site, options=options, slice_name=slice_name, executor=executor,
-                      workers=workers, progress=progress)
+        return ingest(self, fmt, list(sources), site, options=options, slice_name=slice_name,
+                      run=Run(executor, workers, progress))

@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass
 from types import FrameType
 from typing import Any, TypeVar
 
@@ -37,6 +38,16 @@ R = TypeVar("R")
 STOP_S = 5.0  # how long stopped workers get to unwind before they are killed
 POLL_S = 0.25  # how often a wait for a job's result looks for a Ctrl-C Python swallowed
 _EXIT_STOPPED = 143  # a job stopped by SIGTERM (128 + 15), as a shell reports it
+
+
+@dataclass(frozen=True)
+class Run:
+    """How a job's tasks run: on the caller's ``executor`` (else a pool of ``workers`` processes,
+    default one a core), with a progress bar unless ``progress`` is off."""
+
+    executor: Executor | None = None
+    workers: int | None = None
+    progress: bool = True
 
 
 class JobRunner:

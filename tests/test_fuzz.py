@@ -220,6 +220,7 @@ def test_rlds_schemas_and_records(tmp_path):
     pytest.importorskip("google.protobuf", reason="the rlds extra is not installed")
     pytest.importorskip("google_crc32c", reason="the rlds extra is not installed")
     from rayform.converters.rlds import iter_rlds
+    from rayform.converters.source_options import SourceOptions
     from rayform.converters.tfrecord import masked_crc, records
 
     toy = Path(__file__).resolve().parent / "data" / "rlds" / "toy_rlds" / "1.0.0"
@@ -246,5 +247,5 @@ def test_rlds_schemas_and_records(tmp_path):
         else:
             name = sorted(docs)[case % 3]
             (folder / name).write_text(json.dumps(_mutate_doc(docs[name], rng)))
-        _only_ours(lambda: [None for _ in iter_rlds(folder, {"fps": 10.0})])
+        _only_ours(lambda: [None for _ in iter_rlds(folder, SourceOptions(fps=10.0))])
         shutil.rmtree(tmp_path / f"{case}")

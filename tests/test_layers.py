@@ -128,3 +128,21 @@ def test_the_layer_test_sees_a_violation(tmp_path):
     bad.write_text("def f():\n    from rayform.torch import EpisodeDataset\n")
     assert "rayform.torch" in _imports("rayform.read.bad", bad, set(MODULES))
     assert _layer("rayform.read.bad")[0] < _layer("rayform.torch")[0]
+
+
+def test_no_function_takes_more_than_eight_parameters():
+    """A function past eight parameters wants a dataclass (``jobs.Run``, ``SourceOptions``,
+    ``FetchRequest``, ``PackBlobs``): a call of nine positional or keyword values is read wrong."""
+
+    root = Path(__file__).resolve().parents[1]
+    wide = []
+    for path in [*(root / "rayform").rglob("*.py"), *(root / "converters").glob("*.py")]:
+        if path.parent.name == "converters" and path.parent.parent.name == "rayform":
+            continue  # the symlink to converters/
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                a = node.args
+                names = [x.arg for x in a.posonlyargs + a.args + a.kwonlyargs if x.arg not in ("self", "cls")]
+                if len(names) > 8:
+                    wide.append(f"{path.relative_to(root)}:{node.lineno} {node.name} ({len(names)})")
+    assert not wide, wide

@@ -368,6 +368,7 @@ def _mapping(args: argparse.Namespace) -> dict[str, str | None]:
 def ingest(args: argparse.Namespace) -> int:
     from rayform.converters.formats import describe
     from rayform.converters.ingest import ingest as ingest_sources
+    from rayform.jobs import Run
 
     source = {"mapping": _mapping(args), "storage_options": storage_options(args.source_option) or None,
               "task_key": args.task_key}
@@ -382,7 +383,7 @@ def ingest(args: argparse.Namespace) -> int:
                "joints": [j.strip() for j in args.joints.split(",")] if args.joints else None, "task": args.task,
                "allow_nonfinite": args.allow_nonfinite, "decode_video": args.decode_video, "splits": args.split or None}
     report = ingest_sources(client, args.format, args.paths, args.site, options=options, slice_name=args.slice,
-                            workers=args.workers, progress=not args.quiet)
+                            run=Run(workers=args.workers, progress=not args.quiet))
     for ref in report.segments:
         print(f"{ref.id}  {ref.version[:12]}  {ref.site}  {ref.name}")
     if report.slice is not None:

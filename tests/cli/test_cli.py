@@ -88,7 +88,7 @@ def test_verify_ok_then_bad_after_a_flipped_byte(demo_store, tmp_path):
         (("ingest", "hdf5", "docs", "--site", "x"), "docs: a folder; ingest hdf5 takes HDF5 files"),
         (("--store", "nosuchproto://x/y", "slices", "ls"), "nosuchproto://x/y"),
         (("ingest", "hdf5", "/no/such.hdf5", "--site", "x"), "/no/such.hdf5: no such file"),
-        (("ingest", "hdf5", "README.md", "--site", "x", "--fps", "0"), "README.md"),
+        (("ingest", "hdf5", "README.md", "--site", "x", "--fps", "0"), "option 'fps' (--fps): a positive number"),
     ],
 )
 def test_user_errors_are_one_line_and_exit_2(demo_store, args, message):

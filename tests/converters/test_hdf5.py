@@ -11,7 +11,6 @@ import pytest
 import rayform
 from rayform.codec import imagecodec
 from rayform.converters.hdf5 import iter_hdf5
-from rayform.converters.ingest import ingest
 from rayform.errors import InvalidInput
 
 N = 12
@@ -74,7 +73,7 @@ def test_robomimic_demos_become_segments(tmp_path, client):
             g.create_dataset("obs/agentview_image", data=rng.integers(0, 255, (n, 16, 16, 3), dtype=np.uint8))
             g.create_dataset("obs/robot0_eef_pos", data=rng.normal(size=(n, 3)))
             g.create_dataset("actions", data=rng.normal(size=(n, 7)))
-    report = ingest(client, "hdf5", [path], "sim", progress=False)
+    report = client.ingest("hdf5", [path], "sim", progress=False)
     assert [r.name for r in report.segments] == ["lift_demo_0", "lift_demo_1"]
     seg = client.segments.get(report.segments[1].id)
     assert set(seg.streams) == {"agentview/rgb", "obs/robot0_eef_pos", "action/value"}
@@ -89,7 +88,7 @@ def test_a_truncated_hdf5_fails_cleanly_and_stores_nothing(tmp_path, client):
     data = (tmp_path / "good.hdf5").read_bytes()
     (tmp_path / "cut.hdf5").write_bytes(data[: len(data) // 2])
     with pytest.raises(InvalidInput, match="cut.hdf5"):
-        ingest(client, "hdf5", [tmp_path / "cut.hdf5"], "lab", options={"fps": 50}, progress=False)
+        client.ingest("hdf5", [tmp_path / "cut.hdf5"], "lab", options={"fps": 50}, progress=False)
     assert client.segments.list() == []
 
 
@@ -97,8 +96,11 @@ def test_converted_aloha_packs_and_loads(tmp_path, client):
     import rayform
 
     _, qpos, _ = _aloha(tmp_path / "ep.hdf5", True)
-    report = ingest(client, "hdf5", [tmp_path / "ep.hdf5"], "aloha", options={"fps": 50}, slice_name="aloha",
-                    progress=False)
+    with pytest.raises(InvalidInput, match=r"no stream 'cam_hihg/rgb' to map. It has: .*cam_high/rgb"):
+        client.ingest("hdf5", [tmp_path / "ep.hdf5"], "aloha", options={"fps": 50, "mapping": {"cam_hihg/rgb": "x"}},
+                      progress=False)
+    report = client.ingest("hdf5", [tmp_path / "ep.hdf5"], "aloha", options={"fps": 50}, slice_name="aloha",
+                           progress=False)
     ds = rayform.torch.EpisodeDataset(report.slice, obs=["cam_high/rgb", "joints/position"], action="action/value",
                                       fps=25, horizon=2)
     xs = [ds[i] for i in range(len(ds))]
@@ -118,7 +120,7 @@ def test_a_source_whose_last_episode_fails_stores_no_segment(tmp_path, client):
             g["obs/eef_quat"] = np.tile([0, 0, 0, 1.0], (n if i == 0 else n - 1, 1))  # demo_1: one value short
         f["data"].attrs["env_args"] = json.dumps({"env_kwargs": {"control_freq": 20}})
     with pytest.raises(rayform.InvalidInput, match="two.hdf5"):
-        ingest(client, "hdf5", [path], "lab", progress=False)
+        client.ingest("hdf5", [path], "lab", progress=False)
     assert client.segments.list() == []
 
 
@@ -143,7 +145,7 @@ def test_data_kept_in_another_file_is_never_read(tmp_path, client, how):
         else:
             f["action"] = h5py.ExternalLink(str(other), "action")
     with pytest.raises(rayform.InvalidInput, match="another file|other files"):
-        ingest(client, "hdf5", [path], "lab", progress=False)
+        client.ingest("hdf5", [path], "lab", progress=False)
     assert client.segments.list() == []
 
 
@@ -154,4 +156,4 @@ def test_a_dataset_claiming_more_than_the_limit_is_refused_before_it_is_read(tmp
         f.create_dataset("action", shape=(1 << 20, 1 << 15), dtype=np.float32, chunks=(16, 16))  # 128 GiB, unwritten
         f["observations/qpos"] = np.zeros((4, 2), np.float32)
     with pytest.raises(rayform.InvalidInput, match="GiB"):
-        ingest(client, "hdf5", [path], "lab", progress=False)
+        client.ingest("hdf5", [path], "lab", progress=False)

@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 
 import rayform
-from rayform.converters.ingest import ingest
 from rayform.errors import InvalidInput
 
 
@@ -29,13 +28,13 @@ def _store_files(root) -> dict[str, bytes]:
 @pytest.mark.parametrize("bad_at", [0, 2])
 def test_a_failing_source_leaves_the_store_as_it_found_it_and_says_so(tmp_path, workers, bad_at):
     client = rayform.Client(tmp_path / "store")
-    client.slices.create(ingest(client, "hdf5", [_episode(tmp_path / "old.hdf5", seed=9)], "lab",
+    client.slices.create(client.ingest("hdf5", [_episode(tmp_path / "old.hdf5", seed=9)], "lab",
                                 options={"fps": 10}, progress=False).segments, name="before")
     before = _store_files(tmp_path / "store")
     sources = [_episode(tmp_path / f"ep{i}.hdf5", seed=i) for i in range(3)]
     sources[bad_at].write_bytes(sources[bad_at].read_bytes()[:300])  # truncated
     with pytest.raises(InvalidInput, match=f"{sources[bad_at]}.*Nothing of this ingest of 3 sources was stored"):
-        ingest(client, "hdf5", sources, "lab", options={"fps": 10}, slice_name="new", workers=workers,
+        client.ingest("hdf5", sources, "lab", options={"fps": 10}, slice_name="new", workers=workers,
                progress=False)
     assert _store_files(tmp_path / "store") == before  # no segment, no slice, no blob left
 
@@ -43,7 +42,7 @@ def test_a_failing_source_leaves_the_store_as_it_found_it_and_says_so(tmp_path, 
 def test_all_sources_become_visible_together_with_their_slice(tmp_path):
     client = rayform.Client(tmp_path / "store")
     sources = [_episode(tmp_path / f"ep{i}.hdf5", seed=i) for i in range(3)]
-    report = ingest(client, "hdf5", sources, "lab", options={"fps": 10}, slice_name="three", workers=2,
+    report = client.ingest("hdf5", sources, "lab", options={"fps": 10}, slice_name="three", workers=2,
                     progress=False)
     assert [r.name for r in report.segments] == ["ep0", "ep1", "ep2"]
     assert client.slices.get("three") == report.slice and len(client.segments.list("lab")) == 3
@@ -53,12 +52,11 @@ def test_a_format_without_its_extra_names_the_pip_install(client, monkeypatch):
     import importlib.util
 
     from rayform.converters.formats import describe
-    from rayform.converters.ingest import ingest
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name in ("h5py", "rosbags") else real(name, *a))
     for fmt, extra in (("hdf5", "hdf5"), ("ros", "ros")):
         with pytest.raises(InvalidInput, match=rf"pip install 'rayform\[{extra}\]'"):
-            ingest(client, fmt, ["x"], "lab", progress=False)
+            client.ingest(fmt, ["x"], "lab", progress=False)
         with pytest.raises(InvalidInput, match=rf"pip install 'rayform\[{extra}\]'"):
             describe(fmt, "x")

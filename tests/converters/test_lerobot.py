@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 
 import rayform
-from rayform.converters.ingest import ingest
 from rayform.converters.lerobot import LeRobotDataset, feature_names
 from rayform.errors import InvalidInput
 
@@ -74,16 +73,16 @@ def test_a_declared_video_that_is_missing_is_one_clear_error(real_data, tmp_path
 def test_a_truncated_video_fails_cleanly_and_leaves_the_store_as_it_was(real_data, tmp_path, client):
     copy = tmp_path / V30
     shutil.copytree(real_data / V30, copy)
-    before = ingest(client, "lerobot", [real_data / V21], "g1", options={"allow_missing": True}, progress=False)
+    before = client.ingest("lerobot", [real_data / V21], "g1", options={"allow_missing": True}, progress=False)
     video = copy / "videos/observation.images.wrist/chunk-000/file-000.mp4"
     video.write_bytes(video.read_bytes()[: video.stat().st_size // 2])
     with pytest.raises(InvalidInput, match="file-000.mp4"):
-        ingest(client, "lerobot", [copy], "so101", progress=False)
+        client.ingest("lerobot", [copy], "so101", progress=False)
     assert client.segments.list() == sorted(before.segments, key=lambda r: (r.site, r.name))
 
 
 def test_converted_lerobot_packs_and_loads(real_data, client):
-    report = ingest(client, "lerobot", [real_data / V30], "so101", slice_name="so101", progress=False)
+    report = client.ingest("lerobot", [real_data / V30], "so101", slice_name="so101", progress=False)
     assert len(report.segments) == 6
     ds = rayform.torch.EpisodeDataset(report.slice, obs=["wrist/rgb", "observation/state"], action="action/value",
                                       fps=30, horizon=8)
@@ -96,7 +95,7 @@ def test_the_task_and_indices_of_a_real_recording_reach_every_sample(real_data, 
     """The SO-101 recording's task ("pick and place", from meta/tasks.parquet) is in every
     sample's meta, with its episode's position in the slice and its step on the grid, through
     both datasets."""
-    report = ingest(client, "lerobot", [real_data / V30], "so101", slice_name="so101-tasks", progress=False,
+    report = client.ingest("lerobot", [real_data / V30], "so101", slice_name="so101-tasks", progress=False,
                     options={"mapping": {"observation.images.wrist": None}})
     kw = dict(obs=["observation/state"], action="action/value", fps=15, horizon=4)
     ds = rayform.torch.EpisodeDataset(report.slice, **kw)
@@ -114,7 +113,7 @@ def test_the_task_and_indices_of_a_real_recording_reach_every_sample(real_data, 
 
 
 def test_a_task_given_at_ingest_is_every_episode_s(real_data, client):
-    report = ingest(client, "lerobot", [real_data / V30], "so101b", slice_name="so101-named", progress=False,
+    report = client.ingest("lerobot", [real_data / V30], "so101b", slice_name="so101-named", progress=False,
                     options={"mapping": {"observation.images.wrist": None}, "task": "stack the cubes"})
     x = rayform.torch.EpisodeDataset(report.slice, obs=["observation/state"], fps=15)[0]
     assert x["meta"]["task"] == "stack the cubes"
@@ -136,14 +135,14 @@ def test_an_episode_whose_state_is_all_nan_is_refused_and_the_store_is_left_byte
     pq.write_table(table.set_column(column, table.schema.field(column), pa.array(state, table.schema.field(column).type)),
                    data)
     client = rayform.Client(tmp_path / "store")
-    client.slices.create(ingest(client, "lerobot", [real_data / V21], "g1", options={"allow_missing": True},
+    client.slices.create(client.ingest("lerobot", [real_data / V21], "g1", options={"allow_missing": True},
                                 progress=False).segments, name="before")
     before = {str(p.relative_to(tmp_path / "store")): p.read_bytes() for p in (tmp_path / "store").rglob("*") if p.is_file()}
     with pytest.raises(InvalidInput, match=r"episode_000005.*stream observation/state: row 0 \(t = 0 ns\) is not finite"):
-        ingest(client, "lerobot", [copy], "so101", progress=False)
+        client.ingest("lerobot", [copy], "so101", progress=False)
     after = {str(p.relative_to(tmp_path / "store")): p.read_bytes() for p in (tmp_path / "store").rglob("*") if p.is_file()}
     assert after == before
-    report = ingest(client, "lerobot", [copy], "so101", options={"allow_nonfinite": True,
+    report = client.ingest("lerobot", [copy], "so101", options={"allow_nonfinite": True,
                                                                  "mapping": {"observation.images.wrist": None}},
                     slice_name="nan", progress=False)
     pack = client.pack(report.slice, 15, workers=1, progress=False)

@@ -10,7 +10,6 @@ import pyarrow.parquet as pq
 import pytest
 
 import rayform
-from rayform.converters.ingest import ingest
 from rayform.converters.lerobot import LeRobotDataset
 
 V30 = "lerobot_v30_so101_ros2_example"
@@ -30,7 +29,7 @@ def source_frames(path) -> dict[int, np.ndarray]:
 def test_v30_keeps_its_video_and_every_frame_decodes_as_the_source(real_data, client):
     root = real_data / V30
     source = next(root.glob("videos/**/*.mp4"))
-    report = ingest(client, "lerobot", [root], "so101", progress=False)
+    report = client.ingest("lerobot", [root], "so101", progress=False)
     segments = [client.segments.get(r.id, r.version) for r in report.segments]
     stored = sum(int(seg.frame_sizes("wrist/rgb").sum()) for seg in segments)
     # the packets as recorded (a keyframe lead-in at most per episode), the index and stamps beside
@@ -50,7 +49,7 @@ def test_v30_keeps_its_video_and_every_frame_decodes_as_the_source(real_data, cl
 
 def test_v21_per_episode_files_keep_their_bytes_and_frames(real_data, client):
     root = real_data / V21
-    report = ingest(client, "lerobot", [root], "g1", options={"allow_missing": True}, progress=False)
+    report = client.ingest("lerobot", [root], "g1", options={"allow_missing": True}, progress=False)
     ds = LeRobotDataset(root)
     for ref, episode in zip(report.segments, ds.select(allow_missing=True)):
         seg = client.segments.get(ref.id, ref.version)
@@ -67,7 +66,7 @@ def test_a_keep_pack_of_a_recording_keyed_every_other_frame_encodes_where_that_i
     from the keyframe before it would take more bytes than the same clips encoded, so the pack
     encodes them and says why; it is then smaller than its source."""
     root = real_data / V30
-    report = ingest(client, "lerobot", [root], "so101", slice_name="so101", progress=False)
+    report = client.ingest("lerobot", [root], "so101", slice_name="so101", progress=False)
     pack = client.pack(report.slice, 30, workers=1, progress=False)
     video = pack.schema["wrist/rgb"].video
     assert video is not None and not video.kept and video.codec == "h264" and "keeping its packets copies" in video.why
@@ -85,7 +84,7 @@ def test_a_keep_pack_of_a_recording_keyed_every_other_frame_encodes_where_that_i
 
 
 def test_a_pack_whose_grid_skips_frames_encodes_and_says_why(real_data, client):
-    report = ingest(client, "lerobot", [real_data / V30], "so101", slice_name="so101", progress=False)
+    report = client.ingest("lerobot", [real_data / V30], "so101", slice_name="so101", progress=False)
     pack = client.pack(report.slice, 15, resize=(120, 160), workers=1, progress=False)
     video = pack.schema["wrist/rgb"].video
     assert not video.kept and video.codec == "h264" and "resized to 160x120" in video.why
@@ -101,7 +100,7 @@ def test_a_truncated_video_is_one_clear_error_and_stores_nothing(real_data, tmp_
     path = next(copy.glob("videos/**/episode_000002.mp4"))
     path.write_bytes(path.read_bytes()[: path.stat().st_size // 3])
     with pytest.raises(rayform.InvalidInput, match="episode_000002.mp4"):
-        ingest(client, "lerobot", [copy], "g1", options={"allow_missing": True}, progress=False)
+        client.ingest("lerobot", [copy], "g1", options={"allow_missing": True}, progress=False)
     assert client.segments.list() == []
 
 
@@ -117,7 +116,7 @@ def test_a_corrupt_packet_is_kept_as_recorded_and_its_frame_says_so_when_decoded
     data = bytearray(path.read_bytes())
     data[len(data) // 2: len(data) // 2 + 4096] = bytes(4096)
     path.write_bytes(bytes(data))
-    report = ingest(client, "lerobot", [copy], "g1", options={"allow_missing": True}, progress=False)
+    report = client.ingest("lerobot", [copy], "g1", options={"allow_missing": True}, progress=False)
     seg = client.segments.get(report.segments[-1].id)
     bad = []
     for i in range(seg.streams["cam_high/rgb"].count):
@@ -144,7 +143,7 @@ def test_a_video_whose_stream_list_is_zeroed_is_one_clear_error_decoded_or_kept(
     path.write_bytes(bytes(data))
     for decode in (False, True):
         with pytest.raises(rayform.InvalidInput, match="episode_000002.mp4") as info:
-            ingest(client, "lerobot", [copy], "g1", options={"allow_missing": True, "decode_video": decode},
+            client.ingest("lerobot", [copy], "g1", options={"allow_missing": True, "decode_video": decode},
                    progress=False)
         assert "IndexError" not in str(info.value)
     assert client.segments.list() == []

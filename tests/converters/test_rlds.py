@@ -17,6 +17,7 @@ import pytest
 import rayform
 from rayform.codec import imagecodec
 from rayform.converters.rlds import RldsDataset, iter_rlds
+from rayform.converters.source_options import SourceOptions
 from rayform.converters.tfrecord import masked_crc, records
 from rayform.errors import InvalidInput
 
@@ -121,17 +122,17 @@ def test_list_names_each_feature_and_the_stream_it_becomes():
 
 
 def test_splits_shards_and_mapping(tmp_path):
-    episodes = list(iter_rlds(TOY, {"fps": FPS, "splits": ["val"], "mapping": {"observation/depth": None,
-                                                                               "observation/image": "front/rgb"}}))
+    episodes = list(iter_rlds(TOY, SourceOptions(fps=FPS, splits=("val",), mapping={"observation/depth": None,
+                                                                                 "observation/image": "front/rgb"})))
     assert [name for name, _, _ in episodes] == ["toy_rlds/val/episode_000000", "toy_rlds/val/episode_000001"]
     names = {s.name for s in episodes[0][1]}
     assert "front/rgb" in names and "observation/depth" not in names and "observation/image" not in names
     with pytest.raises(InvalidInput, match="no split 'test'"):
-        list(iter_rlds(TOY, {"fps": FPS, "splits": ["test"]}))
+        list(iter_rlds(TOY, SourceOptions(fps=FPS, splits=("test",))))
     with pytest.raises(InvalidInput, match="no step feature 'nope'"):
         RldsDataset(TOY, {"nope": "x"})
     with pytest.raises(InvalidInput, match="pass --fps"):
-        list(iter_rlds(TOY, {}))
+        list(iter_rlds(TOY, SourceOptions()))
 
 
 def _copy(tmp_path) -> Path:
@@ -216,14 +217,14 @@ def test_a_zlib_bomb_stops_at_the_declared_size(tmp_path):
     bomb = zlib.compress(b"\x00" * (64 << 20))
     _rewrite(_shard(folder), lambda f: f["steps/observation/depth"].bytes_list.value.__setitem__(0, bomb))
     with pytest.raises(InvalidInput, match=r"step 0 holds 769 bytes, not the 768"):
-        list(iter_rlds(folder, {"fps": FPS}))
+        list(iter_rlds(folder, SourceOptions(fps=FPS)))
 
 
 def test_a_missing_shard_and_a_missing_schema_are_named(tmp_path):
     folder = _copy(tmp_path)
     _shard(folder).unlink()
     with pytest.raises(InvalidInput, match=r"tfrecord-00001-of-00002: missing \(dataset_info.json lists 1 episodes"):
-        list(iter_rlds(folder, {"fps": FPS}))
+        list(iter_rlds(folder, SourceOptions(fps=FPS)))
     (folder / "features.json").unlink()
     with pytest.raises(InvalidInput, match=r"no features.json"):
         RldsDataset(folder)
@@ -256,5 +257,5 @@ def test_a_tensor_declaring_more_than_a_step_may_hold_is_skipped_before_anything
 
     [line] = [x for x in describe("rlds", folder) if "steps/observation/depth" in x]
     assert "-> dropped: shape [100000, 100000] (40000000000 bytes a step)" in line
-    name, streams, _ = next(iter_rlds(folder, {"fps": FPS}))
+    name, streams, _ = next(iter_rlds(folder, SourceOptions(fps=FPS)))
     assert "observation/depth" not in {s.name for s in streams} and "observation/state" in {s.name for s in streams}

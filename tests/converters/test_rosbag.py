@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 
 import rayform
-from rayform.converters.ingest import ingest
 from rayform.converters.rosbag import describe_bag, read_bag
 from rayform.errors import InvalidInput
 
@@ -71,6 +70,14 @@ def test_pose_stamped_counts(real_data):
     assert {s.name: len(s.timestamps) for s in streams} == {"groundtruth": 12765, "ORB-SLAM": 8362, "S-PTAM": 5439}
 
 
+def test_a_topic_is_renamed_or_skipped_and_a_topic_the_bag_lacks_is_named(real_data):
+    _, streams, _ = read_bag(real_data / "evo/ROS_example.bag", {"groundtruth": "truth/pose", "S-PTAM": None})
+    names = {s.name for s in streams}
+    assert names == {"truth/pose", "ORB-SLAM"}, names
+    with pytest.raises(InvalidInput, match=r"no topic '/nope' to map. It has: ORB-SLAM, S-PTAM, groundtruth"):
+        read_bag(real_data / "evo/ROS_example.bag", {"/nope": "x"})
+
+
 def test_a_bag_without_type_definitions_fails_with_one_clear_error(real_data):
     # its types (test_msgs) are in no typestore and none of them is one rayform converts
     with pytest.raises(InvalidInput, match="convert_b_sqlite3: no message .* c_strings \\(test_msgs/msg/Strings\\)"):
@@ -129,7 +136,7 @@ def test_written_bag_with_images_and_joints_at_different_rates(tmp_path, client)
     np.testing.assert_array_equal(by["joint_states/position"].values, np.stack([q[::-1] for _, q in joints]))
     assert by["joint_states/position"].names == ["a", "b"]
 
-    report = ingest(client, "ros", [tmp_path / "bag"], "lab", options={"joints": ["a", "b"]}, slice_name="bag",
+    report = client.ingest("ros", [tmp_path / "bag"], "lab", options={"joints": ["a", "b"]}, slice_name="bag",
                     progress=False)
     ds = rayform.torch.EpisodeDataset(report.slice, obs=["cam/image_raw", "joint_states/position"],
                                       action="joint_states/position_delta", fps=10, horizon=4)
@@ -142,7 +149,7 @@ def test_a_truncated_bag_fails_cleanly_and_stores_nothing(real_data, tmp_path, c
     data = (real_data / "evo/ROS_example.bag").read_bytes()
     cut.write_bytes(data[: len(data) // 3])
     with pytest.raises(InvalidInput, match="cut.bag"):
-        ingest(client, "ros", [cut], "lab", progress=False)
+        client.ingest("ros", [cut], "lab", progress=False)
     assert client.segments.list() == []
 
 
@@ -235,7 +242,7 @@ def test_ros1_bag_written_by_rosbags_with_compressed_images_and_odometry(tmp_pat
     by = {s.name: s for s in streams}
     assert by["cam/compressed"].frames == jpegs
     np.testing.assert_allclose(by["odom"].values[:, 0], np.arange(30) * 0.1)
-    report = ingest(client, "ros", [path], "lab", slice_name="run", progress=False)
+    report = client.ingest("ros", [path], "lab", slice_name="run", progress=False)
     ds = rayform.torch.EpisodeDataset(report.slice, obs=["cam/compressed", "odom"], action="odom", fps=10, horizon=2)
     x = min((ds[i] for i in range(len(ds))), key=lambda x: int(x["t_ns"]))  # the first instant: no padding
     assert x["cam/compressed"].shape == (3, 8, 8) and x["action"].shape == (2, 7)
@@ -306,7 +313,7 @@ def test_foxglove_compressed_video_is_kept_as_a_video_stream(real_data, tmp_path
             msg = Video(timestamp=Time(sec=t // 10**9, nanosec=t % 10**9), frame_id="cam",
                         data=np.frombuffer(data, np.uint8), format="h264")
             w.write(conn, t, store.serialize_cdr(msg, Video.__msgtype__))
-    report = ingest(client, "ros", [bag], "lab", progress=False)
+    report = client.ingest("ros", [bag], "lab", progress=False)
     seg = client.segments.get(report.segments[0].id)
     info = seg.streams["camera/h264"]
     assert info.is_video and info.video.codec == "h264" and info.shape == (120, 160, 3)

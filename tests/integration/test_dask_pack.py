@@ -33,12 +33,13 @@ def test_a_dask_cluster_ingests_a_lerobot_dataset_in_tasks_of_episodes(real_data
     segments are the ones a local ingest makes, blob for blob."""
     import rayform
     from rayform.converters.ingest import SourceJob, _tasks
+    from rayform.converters.source_options import SourceOptions
 
     root = real_data / "lerobot_v30_so101_ros2_example"
     local = rayform.Client(tmp_path / "local")
     here = local.ingest("lerobot", [root], "so101", progress=False)
     remote = rayform.Client(tmp_path / "dask")
-    assert len(_tasks(SourceJob(remote.store.ref, "lerobot", str(root), "so101", {}), 2)) == 6
+    assert len(_tasks(SourceJob(remote.store.ref, "lerobot", str(root), "so101", SourceOptions()), 2)) == 6
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
             distributed.Client(cluster) as dask:
         there = remote.ingest("lerobot", [root], "so101", executor=dask.get_executor(), slice_name="so101",
