@@ -77,7 +77,7 @@ def segments_compact(args: argparse.Namespace) -> int:
     for site in sites:
         done = client.segments.compact(site)
         if done is None:
-            print(f"site {site}: one part already ({plural(catalog.parts.live(site)[0].rows, 'row')})")
+            print(f"site {site}: one part already ({plural(sum(catalog.part_rows(site)), 'row')})")
         else:
             print(f"site {site}: {plural(len(done.replaces), 'part')} and {plural(done.legacy, 'per-segment ref')} "
                   f"folded into one of {plural(done.part.rows, 'row')} ({done.part.key})")

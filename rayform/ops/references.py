@@ -24,18 +24,16 @@ own: ``verify`` reports the manifest itself (it is in the walk), ``gc`` and ``pu
 
 from __future__ import annotations
 
-from collections.abc import Generator, Iterable, Iterator
-from typing import Any, NamedTuple
+from collections.abc import Iterable, Iterator
+from typing import NamedTuple
 
 from rayform import names
 from rayform.cache.store_view import CachedStore
 from rayform.errors import NotFound, RayformError
 from rayform.pack import Pack, Packs
-from rayform.recordings.catalog import catalog_of, part_table
+from rayform.recordings.catalog import catalog_of
 from rayform.recordings.segments import Segments
 from rayform.recordings.slices import Slice, Slices
-
-_PLACES = ("id", "version", "bundle")  # what a walk reads of a catalog row
 
 
 class Reference(NamedTuple):
@@ -121,16 +119,15 @@ def store_closure(store: CachedStore, *, strict: bool = True) -> Iterator[Refere
                 raise
             yield Reference(ref.manifest, f"pack {ref.key} of {ref.slice_id} manifest")
             yield Reference(ref.manifest, f"pack {ref.key} of {ref.slice_id} manifest", error=f"unreadable: {e}")
-    for part in catalog.parts.listed():
-        yield Reference(part.part, f"catalog part {part.key} of site {part.site}")
-    try:
-        rows = catalog.table(columns=list(_PLACES))
-    except RayformError:
-        if strict:
-            raise
-        rows = yield from _readable_rows(store)
+    for blob in catalog.part_blobs():
+        yield Reference(blob.digest, blob.what)
+    # a walk that is not strict names each part it cannot read (verify never vouches for a
+    # catalog it could not read) and goes on with the rows of the others
+    places, unreadable = catalog.places(strict)
+    for blob in unreadable:
+        yield Reference(blob.digest, blob.what, error=blob.error)
     # each row's own bundle: a version two rows place apart (a hostile part) is walked in both
-    for segment_id, version, bundle in dict.fromkeys(zip(*(rows.column(c).to_pylist() for c in _PLACES))):
+    for segment_id, version, bundle in places:
         yield from segment_version(store, segment_id, version, bundle=bundle, located=True, strict=strict)
 
 
@@ -153,22 +150,6 @@ def _unreadable_slice(store: CachedStore, sid: str, digest: str, error: RayformE
             yield Reference(table, f"{sid} segments table", error=unreadable)
             return
     yield Reference(digest, f"{sid} manifest", error=unreadable)
-
-
-def _readable_rows(store: CachedStore) -> Generator[Reference, None, Any]:
-    """The ``id``, ``version`` and ``bundle`` of every row of the live catalog parts that can be read, each
-    one that cannot said (its rows reach nothing): a walk that is not strict names the part, and
-    goes on with the others, so ``verify`` never vouches for a catalog it could not read, nor
-    passes over what the rest of it lists."""
-    import pyarrow as pa
-
-    tables = [pa.table({c: pa.array([], pa.string()) for c in _PLACES})]
-    for part in catalog_of(store).parts.live():
-        try:
-            tables.append(part_table(store, part, list(_PLACES)).select(list(_PLACES)))
-        except RayformError as e:
-            yield Reference(part.part, f"catalog part {part.key} of site {part.site}", error=f"unreadable: {e}")
-    return pa.concat_tables(tables)
 
 
 def unique(references: Iterable[Reference]) -> dict[str, str]:

@@ -24,7 +24,7 @@ import numpy as np
 
 from rayform import names
 from rayform.cache.store_view import CachedStore
-from rayform.errors import Malformed
+from rayform.errors import Malformed, RayformError
 from rayform.recordings import query
 from rayform.recordings.catalog_parts import COLUMNS, PREFIX, TYPES, CatalogParts, CatalogRow, PartRef, decode, fixed_width
 from rayform.untrusted import array_list, mapping, string
@@ -82,6 +82,21 @@ def _legacy_ref(doc: Any, key: str, what: str) -> tuple[str, str, str, list[str]
     return sid, site, string(doc, "name", what), versions
 
 
+PLACES = ("id", "version", "bundle")  # where a row's version is: what a walk of the store reads
+
+
+class PartBlob(NamedTuple):
+    """A catalog part's blob, what it is, and why it cannot be read (None: not known to fail)."""
+
+    digest: str
+    what: str
+    error: str | None = None
+
+
+def _part_what(part: PartRef) -> str:
+    return f"catalog part {part.key} of site {part.site}"
+
+
 class Catalog:
     """A store's segment versions as one table (``pyarrow.Table``, the columns of
     ``catalog_parts.COLUMNS``). Read once per call of ``table``/``latest``; ``locate`` keeps
@@ -93,32 +108,46 @@ class Catalog:
         self._index: _Index | None = None
 
     # -- the table -----------------------------------------------------------------------
-    def legacy_refs(self, site: str | None = None) -> list[tuple[str, str, str, list[str]]]:
-        """``(id, site, name, versions)`` of every per-segment ref (a store written before catalogs)."""
+    def legacy_refs(self, site: str | None = None,
+                    unreadable: list[PartBlob] | None = None) -> list[tuple[str, str, str, list[str]]]:
+        """``(id, site, name, versions)`` of every per-segment ref (a store written before catalogs);
+        ``unreadable``: a ref that cannot be read is added there (no blob: ``-``) and left out."""
         prefix = LEGACY if site is None else f"{LEGACY}/{names.site(site, trusted=True)}"
         out = []
         for key in self.store.list_refs(prefix):
             parts = key.split("/")
             if len(parts) == 4 and names.SEGMENT_ID.fullmatch(parts[3].removesuffix(".json")):
                 what = f"ref {key} in {self.store.display}"
-                out.append(self.store.get_ref(key, parse=functools.partial(_legacy_ref, key=key, what=what)))
+                try:
+                    out.append(self.store.get_ref(key, parse=functools.partial(_legacy_ref, key=key, what=what)))
+                except RayformError as e:
+                    if unreadable is None:
+                        raise
+                    unreadable.append(PartBlob("-", f"per-segment ref {key}", f"unreadable: {e}"))
         return out
 
-    def table(self, site: str | None = None, columns: Sequence[str] | None = None) -> Any:
+    def table(self, site: str | None = None, columns: Sequence[str] | None = None,
+              unreadable: list[PartBlob] | None = None) -> Any:
         """Every row, legacy refs' first (their columns beyond id, name, site, version, bundle and
-        recorded are null: their manifests are not read), then each live part's, site by site."""
+        recorded are null: their manifests are not read), then each live part's, site by site.
+        ``unreadable``: a part that cannot be read is added there and left out (else it raises)."""
         import pyarrow as pa
 
         wanted = list(dict.fromkeys([*(columns or COLUMNS), *_CHECKED]))
         tables = []
-        legacy = self.legacy_refs(site)
+        legacy = self.legacy_refs(site, unreadable)
         if legacy:
             rows = [(s, sid, name, v, i) for sid, s, name, versions in legacy for i, v in enumerate(versions)]
             cols = {"site": [r[0] for r in rows], "id": [r[1] for r in rows], "name": [r[2] for r in rows],
                     "version": [r[3] for r in rows], "bundle": [None] * len(rows), "recorded": [r[4] for r in rows]}
             tables.append(pa.table({c: pa.array(cols.get(c, [None] * len(rows)), TYPES[c]) for c in wanted}))
         for part in self.parts.live(site):
-            tables.append(part_table(self.store, part, wanted).select(wanted))
+            try:
+                tables.append(part_table(self.store, part, wanted).select(wanted))
+            except RayformError as e:
+                if unreadable is None:
+                    raise
+                unreadable.append(PartBlob(part.part, _part_what(part), f"unreadable: {e}"))
         if not tables:
             return pa.table({c: pa.array([], TYPES[c]) for c in wanted})
         return pa.concat_tables(tables)
@@ -137,6 +166,24 @@ class Catalog:
         ref written): the keys of its refs, one listing each, nothing decoded. A reader keeping
         a table compares it to know when to read again (``rayform view``)."""
         return (*self.store.list_refs(PREFIX), *self.store.list_refs(LEGACY))
+
+    def part_blobs(self) -> list[PartBlob]:
+        """The blobs the catalog itself holds: every part its listings name (live, or compacted
+        away and not yet deleted), from the listings."""
+        return [PartBlob(p.part, _part_what(p)) for p in self.parts.listed()]
+
+    def part_rows(self, site: str) -> list[int]:
+        """The rows of each of ``site``'s live parts, from the listing (nothing decoded)."""
+        return [p.rows for p in self.parts.live(site)]
+
+    def places(self, strict: bool = True) -> tuple[list[tuple[str, str, str | None]], list[PartBlob]]:
+        """Each row's ``(id, version, bundle)`` once, in the table's order (a version two rows place
+        apart, as a hostile part may, is there twice), and the parts that could not be read:
+        ``strict`` raises at the first; else they are returned, their rows reaching nothing, and
+        the rest is read (a walk that is not strict names each and goes on)."""
+        unreadable: list[PartBlob] | None = None if strict else []
+        table = self.table(columns=list(PLACES), unreadable=unreadable)
+        return list(dict.fromkeys(zip(*(table.column(c).to_pylist() for c in PLACES)))), unreadable or []
 
     def sites(self) -> list[str]:
         """Every site with a catalog part or a per-segment ref, from the listings (nothing decoded)."""

@@ -401,3 +401,32 @@ def test_the_fingerprint_changes_with_every_write_and_sites_need_no_decoding(tmp
     assert catalog.fingerprint() == seen[-1]  # and the same while nothing is written
     monkeypatch.setattr(catalog_module, "part_table", lambda *a, **k: pytest.fail("a part decoded"))
     assert catalog.sites() == client.segments.sites() == ["lab", "other"]
+
+
+def test_the_catalog_says_what_it_references_and_a_walk_that_is_not_strict_reads_past_what_fails(tmp_path):
+    """``part_blobs``, ``places`` and ``part_rows``: what ``ops`` (gc, verify) and the CLI ask
+    the catalog, its parts and refs staying its own."""
+    root = tmp_path / "store"
+    old = _legacy_store(root)
+    client = rayform.Client(root)
+    new = [client.segments.add(site, f"n{i}", _episode(i)[2]) for i, site in enumerate(["lab", "lab", "home"])]
+    catalog = client.segments.catalog
+    parts = catalog.parts.live()
+    assert sorted(b.digest for b in catalog.part_blobs()) == sorted(p.part for p in parts)
+    assert sum(catalog.part_rows("lab")) == 2 and sum(catalog.part_rows("home")) == 1
+    places, unreadable = catalog.places()
+    assert unreadable == [] and len(places) == 6
+    assert {(i, v) for i, v, _ in places} == {(o.id, o.version) for o in old} | {(r.id, r.version) for r in new}
+    assert [b for _, _, b in places[:3]] == [None] * 3 and all(b for _, _, b in places[3:])  # legacy: loose
+    # a part that cannot be read, and a per-segment ref that cannot
+    home = catalog.parts.live("home")[0]
+    client.store.put_ref(ref_key("home", home.key), {"format": "rayform.catalog-part/1", "part": "0" * 64, "rows": 1,
+                                                     "replaces": []})
+    client.store.put_ref(f"refs/segments/lab/{old[0].id}.json", {"id": old[0].id, "site": "elsewhere"})
+    catalog_module._TABLES.clear()
+    with pytest.raises(Malformed):
+        catalog.places(strict=True)
+    places, unreadable = catalog.places(strict=False)
+    assert {(i, v) for i, v, _ in places} == {(o.id, o.version) for o in old[1:]} | {(r.id, r.version) for r in new[:2]}
+    assert sorted(b.what.split()[0] for b in unreadable) == ["catalog", "per-segment"]
+    assert all(b.error and b.error.startswith("unreadable: ") for b in unreadable)
