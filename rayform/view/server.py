@@ -42,7 +42,10 @@ from rayform.view.segment_table import Filter, SegmentTable
 
 log = logging.getLogger("rayform")
 
-STATIC = ("index.html", "view.js", "episode.js", "pack.js", "view.css")
+# the pages: ES modules (routes.js the entry: its route table imports a module per page, each
+# the DOM helper, the formats and the one plotting module), no build step
+STATIC = ("index.html", "view.css", "routes.js", "dom.js", "format.js", "plot.js", "home.js", "segments.js",
+          "slice.js", "episode.js", "pack.js")
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' blob: data:; media-src 'self'; "
        "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
 _TYPES = {"html": "text/html; charset=utf-8", "js": "text/javascript; charset=utf-8", "css": "text/css; charset=utf-8"}

@@ -75,7 +75,7 @@ def _look_and_stop(line: str, env: dict[str, str]) -> None:
         said = server.stdout.readline()
         url = said[said.index("http://"):].split()[0]
         with urllib.request.urlopen(url, timeout=60) as page:
-            assert page.status == 200 and b"view.js" in page.read()
+            assert page.status == 200 and b"/static/routes.js" in page.read()
         with urllib.request.urlopen(url + "api/sites", timeout=60) as sites:
             assert json.loads(sites.read())  # the demo's site, made by the lines before
     finally:

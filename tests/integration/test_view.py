@@ -65,7 +65,7 @@ def test_pages_are_read_only_and_fenced(view_demo):
     server, client, _ = view_demo
     before = _tree(Path(client.store.display))
     status, headers, body = server.get("/")
-    assert status == 200 and b"/static/view.js" in body
+    assert status == 200 and b'<script type="module" src="/static/routes.js">' in body
     csp = headers["Content-Security-Policy"]
     assert "script-src 'self'" in csp and "unsafe-inline" not in csp and headers["X-Content-Type-Options"] == "nosniff"
     for method in ("POST", "PUT", "DELETE"):

@@ -1,7 +1,9 @@
-// rayform view: an episode's page. Its cameras play in sync with plots of every array and pose
-// stream on one clock (seconds from the segment's first timestamp): a recorded video played by
-// the browser drives the clock while it plays; frames are shown one by one otherwise.
-"use strict";
+// An episode's page. Its cameras play in sync with plots of every array and pose stream on one
+// clock (seconds from the segment's first timestamp): a recorded video played by the browser
+// drives the clock while it plays; frames are shown one by one otherwise.
+import { api, el, put, q } from "./dom.js";
+import { segmentLink } from "./format.js";
+import * as plot from "./plot.js";
 
 function lastAtOrBefore(times, t) {
   // times come rounded to the microsecond: a clock within one of a frame's time is at it
@@ -20,7 +22,7 @@ class Plot {
   // Its legend shows or hides an element (the first ten are shown).
   constructor(name, s, duration, onSeek, flagged = []) {
     this.s = s; this.duration = duration; this.flagged = flagged;
-    this.shown = new Set(s.labels.map((_, k) => k).slice(0, COLORS.length));
+    this.shown = new Set(s.labels.map((_, k) => k).slice(0, plot.COLORS.length));
     this.canvas = el("canvas", { "data-stream": name });
     this.canvas.addEventListener("click", (e) => {
       const box = this.canvas.getBoundingClientRect();
@@ -36,7 +38,7 @@ class Plot {
         `${s.labels[j]} ${s.values[j][k] === null ? "—" : Number(s.values[j][k]).toPrecision(5)}`).join("  ");
     });
     const legend = el("div", { class: "legend" }, s.labels.map((label, k) => {
-      const item = el("span", { class: this.shown.has(k) ? "on" : "off", style: `color:${color(k)}`,
+      const item = el("span", { class: this.shown.has(k) ? "on" : "off", style: `color:${plot.color(k)}`,
         title: "show or hide", "data-element": k }, `■ ${label}`);
       item.addEventListener("click", () => {
         if (this.shown.has(k)) this.shown.delete(k); else this.shown.add(k);
@@ -47,22 +49,20 @@ class Plot {
     }));
     this.node = el("div", { class: "plot" }, el("div", {}, el("b", {}, name), " ",
       el("span", { class: "muted" }, `${s.kind}${s.units ? ", " + s.units : ""}`
-        + (s.labels.length > COLORS.length ? ` · ${s.labels.length} elements: click a name to show or hide it` : ""))),
+        + (s.labels.length > plot.COLORS.length ? ` · ${s.labels.length} elements: click a name to show or hide it` : ""))),
     legend, this.canvas, this.readout);
     this.base = null;
   }
 
   draw(t) {
     this.t = t;
-    const c = this.canvas, ratio = window.devicePixelRatio || 1;
-    const w = Math.max(200, c.clientWidth) * ratio, h = 150 * ratio;
+    const c = this.canvas, r = plot.ratio();
+    const w = Math.max(200, c.clientWidth) * r, h = 150 * r;
     if (!this.base || this.base.width !== w) this.base = this.render(w, h);
-    c.width = w; c.height = h;
-    const g = c.getContext("2d");
+    const { g } = plot.sized(c, 150);
     g.drawImage(this.base, 0, 0);
     const x = (t / Math.max(this.duration, 1e-9)) * w;
-    g.strokeStyle = "#000"; g.lineWidth = 1.5 * ratio;
-    g.beginPath(); g.moveTo(x, 0); g.lineTo(x, h); g.stroke();
+    plot.segment(g, x, 0, x, h, "#000", 1.5 * r);
     c.dataset.cursorX = x.toFixed(1);
   }
 
@@ -70,32 +70,17 @@ class Plot {
     const base = document.createElement("canvas");
     base.width = w; base.height = h;
     const g = base.getContext("2d");
-    let lo = Infinity, hi = -Infinity;
     const shown = this.s.values.map((column, k) => [column, k]).filter(([, k]) => this.shown.has(k));
-    for (const [column] of shown) for (const v of column) {
-      if (v !== null) { lo = Math.min(lo, v); hi = Math.max(hi, v); }
-    }
-    if (!isFinite(lo)) { lo = -1; hi = 1; }
-    if (hi - lo < 1e-12) { hi += 1; lo -= 1; }
-    const pad = 6, X = (t) => (t / Math.max(this.duration, 1e-9)) * w;
-    const Y = (v) => h - pad - ((v - lo) / (hi - lo)) * (h - 2 * pad);
+    const [lo, hi] = plot.extent(shown.map(([column]) => column));
+    const pad = 6, X = plot.scale(0, Math.max(this.duration, 1e-9), 0, w), Y = plot.scale(lo, hi, h - pad, pad);
     g.fillStyle = "rgba(220, 40, 40, 0.18)";  // the time ranges a health signal flags in this stream
     for (const f of this.flagged) {
       const x0 = X(f.from_s), x1 = X(f.to_s);
       g.fillRect(Math.min(x0, w - 3), 0, Math.max(3, x1 - x0), h);
     }
-    g.fillStyle = "#888"; g.font = `${10 * (window.devicePixelRatio || 1)}px sans-serif`;
-    g.fillText(hi.toPrecision(4), 2, 12); g.fillText(lo.toPrecision(4), 2, h - 2);
-    shown.forEach(([column, k]) => {
-      g.strokeStyle = color(k); g.lineWidth = 1.2; g.beginPath();
-      let open = false;
-      column.forEach((v, i) => {
-        if (v === null) { open = false; return; }
-        const x = X(this.s.t[i]), y = Y(v);
-        if (open) g.lineTo(x, y); else { g.moveTo(x, y); open = true; }
-      });
-      g.stroke();
-    });
+    plot.text(g, hi.toPrecision(4), 2, 12, "#888", 10);
+    plot.text(g, lo.toPrecision(4), 2, h - 2, "#888", 10);
+    for (const [column, k] of shown) plot.line(g, column, (i) => X(this.s.t[i]), Y, plot.color(k), 1.2);
     return base;
   }
 }
@@ -163,7 +148,7 @@ class Camera {
   }
 }
 
-async function episodePage(main, id, version, startAt = 0) {
+export async function episodePage(main, id, version, startAt = 0) {
   const summary = await api(`/api/segment/${encodeURIComponent(id)}${q({ version })}`);
   const series = await api(`/api/segment/${encodeURIComponent(id)}/series${q({ version: summary.version })}`);
   const clock = { t: 0, playing: false, speed: 1 };
@@ -256,13 +241,13 @@ async function episodePage(main, id, version, startAt = 0) {
   };
   document.addEventListener("keydown", keys);
   window.addEventListener("resize", render);
-  teardown = () => {
+  const teardown = () => {
     clock.playing = false; cancelAnimationFrame(frame);
     document.removeEventListener("keydown", keys); window.removeEventListener("resize", render);
   };
   const meta = el("dl", { class: "meta", id: "meta" }, Object.entries(summary.meta).map(([k, v]) =>
     [el("dt", {}, k), el("dd", {}, typeof v === "string" ? v : JSON.stringify(v))]));
-  put(main, 
+  put(main,
     el("h1", { id: "title" }, summary.name),
     el("div", { class: "muted" }, `${summary.id} @ ${summary.version.slice(0, 12)} · site ${summary.site} · `
       + `${summary.duration_s.toFixed(2)} s · `,
@@ -286,4 +271,5 @@ async function episodePage(main, id, version, startAt = 0) {
     summary.streams.map((s) => el("tr", {}, el("td", {}, s.name), el("td", {}, s.kind), el("td", { class: "num" }, s.count),
       el("td", {}, `(${s.shape.join(", ")})`), el("td", {}, s.dtype), el("td", {}, s.codec || s.encoding || "")))));
   if (startAt) seek(startAt); else render();
+  return teardown;
 }
