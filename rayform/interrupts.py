@@ -40,9 +40,10 @@ def guard_the_command() -> None:
     """In the ``rayform`` command only: until ``main`` takes over, a Ctrl-C ends the process
     with the one line and 130 (an import has nothing to unwind)."""
     if is_the_command(sys.argv, list(getattr(sys, "orig_argv", []))):
-        import _signal  # type: ignore[import-not-found]  # the C module: signal.py would import enum first
-
-        _signal.signal(_signal.SIGINT, _stop_at_once)
+        # the C module: signal.py would import enum first (by __import__: whether typeshed has
+        # stubs for it varies with mypy's release, and no ignore is then unused in one of them)
+        c_signal = __import__("_signal")
+        c_signal.signal(c_signal.SIGINT, _stop_at_once)
 
 
 def on_ctrl_c(_signum: int, _frame: FrameType | None) -> None:
