@@ -185,32 +185,42 @@ def stream_local(slice_: rayform.Slice, key: str, workers: int, repeats: int, hi
 
 
 def episode_dataset(slice_: rayform.Slice, key: str, workers: int, repeats: int, ordered: bool = False,
-                    history: int = 0) -> dict:
+                    history: int = 0, sampler: bool = False) -> dict:
     """``DataLoader(shuffle=True)`` over it, or (``ordered``) the dataset given the batch size
-    and the DataLoader in order: its clip-aware order. ``history``: each sample also carries
+    and the DataLoader in order: its clip-aware order, or (``sampler``) that order as the
+    DataLoader's ``batch_sampler=ClipBatchSampler(...)``. ``history``: each sample also carries
     that many frames before its own."""
     from torch.utils.data import DataLoader
 
-    size: dict = {"batch_size": 64} if ordered else {}
+    size: dict = {"batch_size": 64} if ordered and not sampler else {}
     if history:
         size["history"] = {"cam/rgb": history + 1}
-    cpu, first, rate, epoch_1 = [], [], [], []
+
+    def loader_of(ds: rayform.torch.EpisodeDataset, processes: int) -> DataLoader:
+        if sampler:
+            return DataLoader(ds, batch_sampler=rayform.torch.ClipBatchSampler(ds, 64, num_workers=processes),
+                              num_workers=processes, persistent_workers=processes > 0)
+        return DataLoader(ds, batch_size=64, shuffle=not ordered, num_workers=processes, persistent_workers=processes > 0)
+
+    cpu, first, rate, epoch_1, mixes = [], [], [], [], []
     for _ in range(repeats):
         ds = rayform.torch.EpisodeDataset(slice_, obs=OBS, action="joints_delta", fps=FPS, horizon=16, pack=key, **size)
-        loader = DataLoader(ds, batch_size=64, shuffle=not ordered, num_workers=workers, persistent_workers=True)
-        res = bench.run_loader(loader, 2, ds.set_epoch)  # a fresh epoch (workers starting), then the steady state
+        loader = loader_of(ds, workers)
+        seen: list = []
+        res = bench.run_loader(loader, 2, ds.set_epoch, seen)  # a fresh epoch (workers starting), then the steady state
         epoch_1.append(res[0][3])
         cpu.append(res[1][3])
         rate.append(res[1][1])
         first.append(res[0][0])
+        mixes.append(mixing(seen[1], len(slice_.segments)).ratio)
         del loader
     ds = rayform.torch.EpisodeDataset(slice_, obs=OBS, action="joints_delta", fps=FPS, horizon=16, pack=key, **size)
-    for _batch in DataLoader(ds, batch_size=64, shuffle=not ordered, num_workers=0):  # in this process: its counters
+    for _batch in loader_of(ds, 0):  # in this process: its counters
         if ds.builders[0].clips.built >= 1024 and not ordered:  # ordered: a whole epoch (its clips span 16 batches)
             break
     clips = ds.builders[0].clips
     return {"cpu": median(cpu), "first": median(first), "rate": median(rate), "first_epoch_cpu": median(epoch_1),
-            "decoded": clips.decoded / clips.built if clips.built else 0.0}
+            "decoded": clips.decoded / clips.built if clips.built else 0.0, "mix": median(mixes)}
 
 
 MOTO_PID = None
@@ -301,6 +311,8 @@ def main() -> None:
         random = {name: episode_dataset(slice_, p.key, args.workers, args.repeats) for name, p in packs.items()}
         ordered = {name: episode_dataset(slice_, p.key, args.workers, args.repeats, ordered=True)
                    for name, p in packs.items()}
+        sampled = {name: episode_dataset(slice_, p.key, args.workers, args.repeats, ordered=True, sampler=True)
+                   for name, p in packs.items()}
 
     (jn, vn) = list(packs)
     print(f"\nslice: {shape[0]} real frames at {SIZE[1]}x{SIZE[0]} x {args.copies} = {jpeg.samples} samples in "
@@ -326,6 +338,11 @@ def main() -> None:
         ("  its first epoch's CPU ms/sample", 1000 * ordered[jn]["first_epoch_cpu"],
          1000 * ordered[vn]["first_epoch_cpu"], ""),
         ("  its frames decoded/sample", ordered[jn]["decoded"] or 1.0, ordered[vn]["decoded"], ""),
+        ("  its episodes/batch / uniform", ordered[jn]["mix"], ordered[vn]["mix"], ">= 0.9"),
+        ("ClipBatchSampler: samples/s", sampled[jn]["rate"], sampled[vn]["rate"], ""),
+        ("  its CPU ms/sample", 1000 * sampled[jn]["cpu"], 1000 * sampled[vn]["cpu"], ""),
+        ("  its frames decoded/sample", sampled[jn]["decoded"] or 1.0, sampled[vn]["decoded"], ""),
+        ("  its episodes/batch / uniform", sampled[jn]["mix"], sampled[vn]["mix"], ">= 0.9"),
     ]
     for name, a, b, target in rows:
         ratio = f"{b - a:+13.2f}" if "PSNR" in name or "RSS" in name else \
@@ -333,7 +350,8 @@ def main() -> None:
         print(f"{name:34} {a:14.3f} {b:14.3f} {ratio}  {target}")
     for name in (jn, vn):
         print(f"{name}: random access at {random[name]['rate'] / streamed[name]['rate']:.2f}x streaming's samples/s "
-              f"shuffled, {ordered[name]['rate'] / streamed[name]['rate']:.2f}x given the batch size (target >= 0.8); "
+              f"shuffled, {ordered[name]['rate'] / streamed[name]['rate']:.2f}x given the batch size (target >= 0.8), "
+              f"{sampled[name]['rate'] / streamed[name]['rate']:.2f}x with ClipBatchSampler (target >= 0.9); "
               f"first epoch {ordered[name]['first_epoch_cpu'] / ordered[name]['cpu']:.2f}x the steady state's CPU "
               "(target <= 1.2)")
     if with_history:

@@ -527,3 +527,15 @@ def view_demo(tmp_path_factory) -> Iterator[tuple[ViewServer, rayform.Client, ra
     server = ViewServer(root / "store")
     yield server, client, s
     server.stop()
+
+
+@pytest.fixture(scope="module")
+def one_shard(tmp_path_factory):
+    """24 short episodes packed into one shard, as H.264 and as JPEG: the case where an epoch's
+    order is the shard's own file order, so only the windows can change it."""
+    client = rayform.Client(tmp_path_factory.mktemp("one-shard") / "store")
+    s = add_video_slice(client, episodes=24, frames=40, size=16, name="many")
+    packs = {codec: client.pack(s, 30, image_codec=codec, max_horizon=2, workers=1, progress=False)
+             for codec in ("h264", "jpeg")}
+    assert all(len(p.shards) == 1 for p in packs.values())
+    return s, packs

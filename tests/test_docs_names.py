@@ -50,7 +50,8 @@ def test_every_module_function_and_file_named_exists():
     missing = []
     for where, text in _texts():
         for token in sorted(set(_NAMED.findall(text))):
-            if token.endswith(".py") and "/" in token and not token.startswith(("../", "/")):
+            if token.endswith(".py") and "/" in token and not token.startswith(("../", "/")) \
+                    or token.endswith((".js", ".css", ".html")):
                 found = _file(token, where)
             elif "." in token and "/" not in token and (token.startswith("rayform.") or token.split(".")[0] in PACKAGES) \
                     and not token.endswith((".py", ".md", ".json", ".toml", ".mp4", ".png")):

@@ -72,7 +72,8 @@ def pack_cameras(p: Pack) -> list[str]:
         v = s.video
         if v is None:
             continue
-        how = f"{v.codec} as recorded" if v.kept else f"{v.codec} crf {v.crf} preset {v.preset}, no B-frames"
+        by = f" (chosen for this camera: {v.crf_by})" if v.crf_by and v.crf_by != "given" else ""
+        how = f"{v.codec} as recorded" if v.kept else f"{v.codec} crf {v.crf}{by} preset {v.preset}, no B-frames"
         gop = f", GOP {v.gop}" if v.gop is not None else ""
         if p.spec.gop_frames and not v.kept:
             gop += f" (a keyframe every {p.spec.gop_frames} samples, history in the first group)"

@@ -63,12 +63,15 @@ class VideoSchema:
     gop: int | None = None  # the most frames from a keyframe to the next (encoded: gop_frames + max_history)
     psnr: float | None = None  # dB, encoded against the frames packed, measured on a sample of clips
     jpeg_psnr: float | None = None  # the same frames as JPEG at quality 90, for comparison
+    crf_by: str | None = None  # how its crf was chosen: "given", "a PSNR of N dB", "JPEG q90 − N dB"
 
     def to_manifest(self) -> dict[str, Any]:
         out = {"codec": self.codec, "clip_frames": self.clip_frames, "kept": self.kept, "crf": self.crf,
                "preset": self.preset, "why": self.why, "packet_bytes": self.packet_bytes, "gop": self.gop}
         if self.psnr is not None:  # a pack made before they were measured says nothing of them
             out.update(psnr=self.psnr, jpeg_psnr=self.jpeg_psnr)
+        if self.crf_by is not None:
+            out["crf_by"] = self.crf_by
         return out
 
     @classmethod
@@ -80,16 +83,16 @@ class VideoSchema:
         frames, crf = m.get("clip_frames"), m.get("crf")
         if type(frames) is not int or not 1 <= frames <= 256 or (crf is not None and (type(crf) is not int)):
             raise Malformed(f"{what}: video clip frames {str(frames)[:12]} or crf {str(crf)[:12]} is not a number")
-        preset, why = m.get("preset"), m.get("why")
-        if not all(v is None or (isinstance(v, str) and len(v) <= 400) for v in (preset, why)):
-            raise Malformed(f"{what}: video preset or why is not a short string")
+        preset, why, crf_by = m.get("preset"), m.get("why"), m.get("crf_by")
+        if not all(v is None or (isinstance(v, str) and len(v) <= 400) for v in (preset, why, crf_by)):
+            raise Malformed(f"{what}: video preset, why or crf_by is not a short string")
         size, gop = m.get("packet_bytes"), m.get("gop")
         if not all(v is None or (type(v) is int and v >= 0) for v in (size, gop)):
             raise Malformed(f"{what}: video bytes {str(size)[:20]} or GOP {str(gop)[:20]} is not a count")
         quality = [m.get("psnr"), m.get("jpeg_psnr")]
         if not all(v is None or (type(v) in (int, float) and 0 <= v <= 1000) for v in quality):
             raise Malformed(f"{what}: video PSNR {str(quality)[:40]} is not a number of dB")
-        return cls(m["codec"], frames, m["kept"], crf, preset, why, size, gop, *quality)
+        return cls(m["codec"], frames, m["kept"], crf, preset, why, size, gop, quality[0], quality[1], crf_by)
 
 
 @dataclass(frozen=True)

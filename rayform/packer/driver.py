@@ -29,6 +29,7 @@ from tqdm.auto import tqdm
 from rayform import config
 from rayform.cache.store_view import CachedStore
 from rayform.errors import InvalidInput, NotFound
+from rayform.interrupts import held
 from rayform.jobs import JobRunner
 from rayform.pack.layout import clip_members, members_of
 from rayform.pack.manifest import (
@@ -109,13 +110,16 @@ def _render_pack(slice_: Slice, spec: PackSpec, executor: Executor | None, worke
         ClipLayout.for_bytes(tuple(len(p.times) for p in plans), spec.clip_frames, sample_bytes, spec.shard_bytes,
                              spec.interleave_seed) if video else
         ShardLayout.for_bytes(total, sample_bytes, spec.shard_bytes, spec.interleave_seed))
-    scratch: Scratch = LocalScratch.create() if executor is None else StoreScratch(slice_.store_ref)
-    run_jobs = [RunJob(slice_.store_ref, slice_.id, spec, schema, members, layout, scratch, group,
-                       quantile_stride(total))
-                for group in _runs(plans, spec.samples_per_task, _run_samples(layout), spec.clip_frames if video else 1)]
-    parallel = executor is not None or (workers > 1 and len(run_jobs) > 1)
+    scratch: Scratch | None = None
     runs: list[RunResult] = []
     try:
+        with held():  # a Ctrl-C waits for the scratch directory to be this pack's to remove
+            scratch = LocalScratch.create() if executor is None else StoreScratch(slice_.store_ref)
+        run_jobs = [RunJob(slice_.store_ref, slice_.id, spec, schema, members, layout, scratch, group,
+                           quantile_stride(total))
+                    for group in _runs(plans, spec.samples_per_task, _run_samples(layout),
+                                       spec.clip_frames if video else 1)]
+        parallel = executor is not None or (workers > 1 and len(run_jobs) > 1)
         with JobRunner(executor, workers if parallel else 1) as pool:
             with tqdm(total=total, unit="sample", desc=f"pack {slice_.id}", disable=not progress, leave=False) as bar:
                 for run in pool.each(render_run, run_jobs):
@@ -138,7 +142,8 @@ def _render_pack(slice_: Slice, spec: PackSpec, executor: Executor | None, worke
         _sweep(store)  # the pool is gone: what its stopped workers were writing
         raise
     finally:
-        _remove_runs(scratch, runs)
+        if scratch is not None:
+            _remove_runs(scratch, runs)
 
     for name, s in schema.items():
         if s.video is not None:

@@ -6,8 +6,12 @@ its samples show, resized as it resizes, from up to ``SAMPLED`` segments spread 
 slice), encoded at the camera's CRF, decoded and compared with the frames (PSNR, dB); the
 same frames as JPEG at quality 90 are the comparison. With a target (``PackSpec.video_psnr``)
 the CRF is the largest that meets it on those clips (a binary search: PSNR falls as CRF
-rises), the fewest bytes that keep the quality asked. Both figures go into the camera's
-schema, so ``show`` says what a pack's video is worth against JPEG.
+rises), the fewest bytes that keep the quality asked. Without a target or a CRF given, the
+target is the camera's own: ``JPEG_DISTANCE_DB`` below JPEG q90's PSNR on its frames, so a
+camera whose frames code easily is stored smaller and one whose frames do not keeps its
+quality (one CRF for every camera missed that by 1.7 dB on one real camera, and spent bytes
+on another). The figures and how the CRF was chosen go into the camera's schema, so ``show``
+and ``rayform view`` say what a pack's video is worth against JPEG.
 """
 
 from __future__ import annotations
@@ -30,6 +34,9 @@ from rayform.recordings.segment_reader import Segment
 
 log = logging.getLogger("rayform.pack")
 SAMPLED = 4  # segments a camera's clips are sampled from
+# the default quality: this far below JPEG q90's PSNR on the camera's sampled clips (the whole
+# pack measures within a few tenths of the sample: the margin to a 1.5 dB bound)
+JPEG_DISTANCE_DB = 1.25
 
 
 def measured(schema: dict[str, StreamSchema], plans: list[SegmentPlan], spec: PackSpec,
@@ -46,13 +53,18 @@ def measured(schema: dict[str, StreamSchema], plans: list[SegmentPlan], spec: Pa
             continue
         frames = [_frames(segment(p.position), name, p, spec) for p in chosen]
         jpeg = psnr(np.concatenate(frames), np.concatenate([_jpeg(f) for f in frames]))
-        crf = video.crf if spec.video_psnr is None else _crf_for(video, frames, spec, float(spec.video_psnr))
+        if spec.video_crf is not None:
+            crf, by = video.crf, "given"
+        else:
+            target = float(spec.video_psnr) if spec.video_psnr is not None else jpeg - JPEG_DISTANCE_DB
+            crf = _crf_for(video, frames, spec, target)
+            by = f"a PSNR of {target:g} dB" if spec.video_psnr is not None else f"JPEG q90 − {JPEG_DISTANCE_DB:g} dB"
         quality = _psnr(dataclasses.replace(video, crf=crf), frames, spec)
         if spec.video_psnr is not None and quality < spec.video_psnr:
             log.warning("rayform: camera %s: %.1f dB at crf %d, the best tried, is short of the %.1f dB asked "
                         "(JPEG q90 measures %.1f on the same frames)", name, quality, crf, spec.video_psnr, jpeg)
         out[name] = dataclasses.replace(s, video=dataclasses.replace(video, crf=crf, psnr=round(quality, 2),
-                                                                     jpeg_psnr=round(jpeg, 2)))
+                                                                     jpeg_psnr=round(jpeg, 2), crf_by=by))
     return out
 
 

@@ -2,15 +2,18 @@
 
 - :class:`EpisodeDataset`: map-style, random access by offset into cached shards; for
   ``DataLoader(shuffle=True)`` and ``DistributedSampler``.
+- :class:`ClipBatchSampler`: an ``EpisodeDataset``'s clip-aware order as a batch sampler
+  (``DataLoader(dataset, batch_sampler=...)``): a video pack's clips decoded once.
 - :class:`StreamingEpisodeDataset`: an ``IterableDataset`` that streams shards straight
   from object storage, split by rank and worker, with an epoch-seeded shuffle buffer.
 """
 
 from rayform.sample.spec import Action, SampleSpec
 from rayform.store.retry import Retry
+from rayform.torch.clip_sampler import ClipBatchSampler
 from rayform.torch.episode import EpisodeDataset
 from rayform.torch.streaming import ShuffleConfig, StreamingEpisodeDataset
 from rayform.torch.world import Split, World
 
-__all__ = ["Action", "EpisodeDataset", "Retry", "SampleSpec", "ShuffleConfig", "Split", "StreamingEpisodeDataset",
-           "World"]
+__all__ = ["Action", "ClipBatchSampler", "EpisodeDataset", "Retry", "SampleSpec", "ShuffleConfig", "Split",
+           "StreamingEpisodeDataset", "World"]

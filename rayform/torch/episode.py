@@ -81,18 +81,14 @@ class EpisodeDataset(Statistics, OverParts, Dataset[dict[str, Any]]):
         self.readers = [PackReader(s.store, b.pack, b.members, whole_shards=False) for s, b in self.parts]
         self._batch = BatchLayout(self.builders[0])
         self.seed = check_seed(seed)
-        self.batch_size = check_batch_size(batch_size)
-        self.clip_stride = ShuffleConfig(clip_stride=clip_stride).clip_stride
-        self.clip = self._clip_frames()
-        if self.clip:
-            assert self.batch_size is not None
-            for builder in self.builders:  # the lanes bring a clip's other samples soon after
-                builder.read_in_lanes(self.batch_size * self.clip_stride)
+        self._perm: Permutation | LanePermutation | MixtureOrder | None = None
+        self._perm_epoch = -1
+        self.batch_size: int | None = None
+        self.clip = 0
+        self.order_in_batches(batch_size, clip_stride)
         self.transform = transform
         self._epoch_in_shared_memory()
-        self._perm: Permutation | LanePermutation | MixtureOrder | None = None
         self._hinted = not any(s.video is not None for s in self.builders[0].pack.schema.values())
-        self._perm_epoch = -1
 
     def __repr__(self) -> str:
         return (f"EpisodeDataset({self.slice_id}, fps={self.pack.fps:g}, samples={len(self)}, "
@@ -100,6 +96,19 @@ class EpisodeDataset(Statistics, OverParts, Dataset[dict[str, Any]]):
 
     def __len__(self) -> int:
         return len(self.parts)
+
+    def order_in_batches(self, batch_size: int | None, clip_stride: int = 2) -> None:
+        """Read in batches of ``batch_size`` indices in order (``None``: any order): on a video
+        pack, index ``i`` is then the clip-aware order's (see the class; ``ClipBatchSampler``
+        calls it). Before reading: the order of every index changes."""
+        self.batch_size = check_batch_size(batch_size)
+        self.clip_stride = ShuffleConfig(clip_stride=clip_stride).clip_stride
+        self.clip = self._clip_frames()
+        if self.clip:
+            assert self.batch_size is not None
+            for builder in self.builders:  # the lanes bring a clip's other samples soon after
+                builder.read_in_lanes(self.batch_size * self.clip_stride)
+        self._perm, self._perm_epoch = None, -1
 
     def set_epoch(self, epoch: int) -> None:
         """Make index ``i`` return sample ``P(seed, epoch)[i]`` from now on, in every worker."""
@@ -170,7 +179,8 @@ class EpisodeDataset(Statistics, OverParts, Dataset[dict[str, Any]]):
         if clips.decoded - ahead > 2 * clips.built:
             log.warning("rayform: this video pack is read in an order that decodes %.1f frames a sample; give "
                         "EpisodeDataset(..., batch_size=<the DataLoader's>) and the DataLoader no shuffle (the dataset "
-                        "shuffles): each clip is then decoded once", clips.decoded / clips.built)
+                        "shuffles), or the DataLoader batch_sampler=rayform.torch.ClipBatchSampler(dataset, <batch size>, "
+                        "num_workers=<its workers>): each clip is then decoded once", clips.decoded / clips.built)
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)

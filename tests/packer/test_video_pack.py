@@ -106,9 +106,9 @@ def test_real_camera_frames_take_a_tenth_of_jpeg_s_bytes_at_jpeg_s_psnr(real_dat
 
 def test_bytes_a_frame_hardly_grow_at_a_lower_pack_rate(real_data, tmp_path):
     """The G1 camera recorded at 30 fps, packed at 30, 15 and 10: every clip is encoded at one
-    nominal rate, so a lower pack rate costs only what its larger steps between frames do (an
-    encoder told the pack's rate spent 1.54x and 2.0x the bytes a frame), each within 1.5 dB of
-    JPEG q90's PSNR as the pack measures it."""
+    nominal rate, so at one CRF a lower pack rate costs only what its larger steps between
+    frames do (an encoder told the pack's rate spent 1.54x and 2.0x the bytes a frame); at the
+    default quality each rate is within 1.5 dB of JPEG q90's PSNR as the pack measures it."""
     frames = _g1_frames(real_data)
     client = rayform.Client(tmp_path / "store")
     t = np.arange(80, dtype=np.int64) * round(1e9 / 30)
@@ -116,9 +116,9 @@ def test_bytes_a_frame_hardly_grow_at_a_lower_pack_rate(real_data, tmp_path):
         "cam/rgb", t, frames[e * 80:(e + 1) * 80])]) for e in range(2)])
     per_frame = {}
     for fps in (30, 15, 10):
-        video = client.pack(s, fps, image_codec="h264", workers=1, progress=False)
+        video = client.pack(s, fps, image_codec="h264", video_crf=17, workers=1, progress=False)
         per_frame[fps] = video.schema["cam/rgb"].video.packet_bytes / video.samples
-        measured = video.schema["cam/rgb"].video
+        measured = client.pack(s, fps, image_codec="h264", workers=1, progress=False).schema["cam/rgb"].video
         assert measured.psnr is not None and measured.jpeg_psnr is not None
         assert measured.psnr >= measured.jpeg_psnr - 1.5, (fps, measured)
     assert per_frame[15] <= 1.3 * per_frame[30] and per_frame[10] <= 1.45 * per_frame[30], per_frame
@@ -181,11 +181,12 @@ def test_a_pack_measures_its_video_quality_and_meets_a_target_at_the_largest_crf
     s = add_video_slice(client, episodes=3, frames=48, size=64)
     plain = client.pack(s, 30, image_codec="h264", max_horizon=2, workers=1, progress=False)
     v = plain.schema["cam/rgb"].video
-    assert v.crf == 17 and v.psnr is not None and v.jpeg_psnr is not None and v.psnr > 30
+    assert v.psnr is not None and v.jpeg_psnr is not None and v.psnr > 30
     high = client.pack(s, 30, image_codec="h264", video_psnr=v.psnr + 0.5, max_horizon=2, workers=1, progress=False)
     low = client.pack(s, 30, image_codec="h264", video_psnr=v.psnr - 4, max_horizon=2, workers=1, progress=False)
     hv, lv = high.schema["cam/rgb"].video, low.schema["cam/rgb"].video
-    assert hv.crf < 17 < lv.crf and hv.psnr >= v.psnr + 0.5 > lv.psnr >= v.psnr - 4
+    assert hv.crf < v.crf < lv.crf and hv.psnr >= v.psnr + 0.5 > lv.psnr >= v.psnr - 4
+    assert hv.crf_by == f"a PSNR of {v.psnr + 0.5:g} dB"
     assert sum(sh.bytes for sh in low.shards) < sum(sh.bytes for sh in plain.shards) < sum(sh.bytes for sh in high.shards)
     with pytest.raises(rayform.InvalidInput, match="not both"):
         rayform.PackSpec(fps=30, image_codec="h264", video_psnr=40, video_crf=20)
@@ -203,3 +204,34 @@ def test_jpeg_quality_re_encodes_recorded_jpegs_when_asked(demo_client):
     from rayform.cli.main import main
 
     assert main(["--store", str(client.store.root), "pack", s.id, "--fps", "15", "--quality", "50"]) == 2
+
+
+def test_the_default_quality_is_chosen_per_camera_just_within_its_distance_of_jpeg(tmp_path):
+    """Unless a CRF or a PSNR is given, each camera gets the largest CRF whose PSNR on its
+    sampled clips is within JPEG_DISTANCE_DB of JPEG q90's on the same frames: a camera whose
+    frames code easily gets a larger CRF than one whose frames do not, each just within it
+    (one CRF more would not be), and show and the manifest say how it was chosen."""
+    from rayform.cli.show import pack_cameras
+    from rayform.packer.quality import JPEG_DISTANCE_DB
+
+    client = rayform.Client(tmp_path / "store")
+    rng = np.random.default_rng(0)
+    refs = []
+    for e in range(3):
+        t = np.arange(32, dtype=np.int64) * round(1e9 / 30)
+        smooth = moving_texture(32, 64, seed=e)
+        grain = np.clip(smooth.astype(np.int16) + rng.normal(0, 12, smooth.shape), 0, 255).astype(np.uint8)
+        refs.append(client.segments.add("lab", f"e{e}", [rayform.ImageStream("smooth/rgb", t, smooth),
+                                                         rayform.ImageStream("grain/rgb", t, grain)]))
+    s = client.slices.create(refs, name="two cameras")
+    pack = client.pack(s, 30, image_codec="h264", max_horizon=0, workers=1, progress=False)
+    chosen = {n: pack.schema[n].video for n in ("smooth/rgb", "grain/rgb")}
+    for name, v in chosen.items():
+        assert v.crf_by == f"JPEG q90 − {JPEG_DISTANCE_DB:g} dB"
+        assert v.psnr >= v.jpeg_psnr - JPEG_DISTANCE_DB, (name, v)
+        one_more = client.pack(s, 30, image_codec="h264", video_crf=v.crf + 1, max_horizon=0, workers=1,
+                               progress=False).schema[name].video
+        assert one_more.crf_by == "given" and one_more.psnr < v.jpeg_psnr - JPEG_DISTANCE_DB, (name, one_more)
+    assert chosen["smooth/rgb"].crf != chosen["grain/rgb"].crf
+    lines = pack_cameras(pack)
+    assert any(f"crf {chosen['grain/rgb'].crf} (chosen for this camera: JPEG q90" in line for line in lines), lines

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import add_video_slice, moving_texture
+from conftest import moving_texture
 from torch.utils.data import DataLoader
 
 import rayform
@@ -122,18 +122,6 @@ def test_frames_decode_at_the_size_a_dataset_asks(video_packs, resize):
     client, s, _, h264 = video_packs
     x = rayform.torch.EpisodeDataset(s, **KW, pack=h264.key, resize=resize)[7]
     assert x["cam/rgb"].shape == (3, 3, *resize)
-
-
-@pytest.fixture(scope="module")
-def one_shard(tmp_path_factory):
-    """24 short episodes packed into one shard, as H.264 and as JPEG: the case where an epoch's
-    order is the shard's own file order, so only the windows can change it."""
-    client = rayform.Client(tmp_path_factory.mktemp("one-shard") / "store")
-    s = add_video_slice(client, episodes=24, frames=40, size=16, name="many")
-    packs = {codec: client.pack(s, 30, image_codec=codec, max_horizon=2, workers=1, progress=False)
-             for codec in ("h264", "jpeg")}
-    assert all(len(p.shards) == 1 for p in packs.values())
-    return s, packs
 
 
 def _batches(s, pack, **kw) -> list[frozenset]:

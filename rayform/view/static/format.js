@@ -17,7 +17,10 @@ export function number(v) {
 export function codecOf(p) {
   const videos = Object.entries(p.video || {});
   if (!videos.length) return p.codec;
-  return videos.map(([n, v]) => `${n}: ${v.codec}${v.kept ? " (kept)" : ""}${v.psnr ? `, ${v.psnr.toFixed(1)} dB` : ""}`).join("; ");
+  const quality = (v) => (v.kept ? " (kept)" : `${v.crf === null ? "" : ` crf ${v.crf}`}`
+    + `${v.crf_by && v.crf_by !== "given" ? ` (chosen: ${v.crf_by})` : ""}`)
+    + (v.psnr ? `, ${v.psnr.toFixed(1)} dB${v.jpeg_psnr ? ` (JPEG q90 ${v.jpeg_psnr.toFixed(1)})` : ""}` : "");
+  return videos.map(([n, v]) => `${n}: ${v.codec}${quality(v)}`).join("; ");
 }
 
 export function segmentLink(id, version) { return `#/segment/${encodeURIComponent(id)}${q({ version })}`; }
