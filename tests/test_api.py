@@ -12,7 +12,8 @@ PUBLIC = [
     "SegmentNotFound", "SegmentRef", "ShardCache", "Slice", "SliceNotFound", "Store", "StoreError",
     "StreamNotFound", "VideoStream", "__version__",
 ]
-TORCH = ["Action", "EpisodeDataset", "Retry", "SampleSpec", "ShuffleConfig", "Split", "StreamingEpisodeDataset", "World"]
+TORCH = ["Action", "ClipBatchSampler", "EpisodeDataset", "Retry", "SampleSpec", "ShuffleConfig", "Split",
+         "StreamingEpisodeDataset", "World"]
 
 
 def test_rayform_exports_exactly_its_public_names():
