@@ -92,15 +92,16 @@ def build_slice(client: rayform.Client, copies: int, camera: str = "all") -> tup
 def pack_psnr(slice_: rayform.Slice, key: str, frames: np.ndarray, fps: int = FPS) -> float:
     """PSNR of every frame of a pack at ``fps`` (a divisor of the frames' 30) against the frames
     it packed (episode e's step k is frame (e mod episodes per copy) * EPISODE + k * 30 / fps)."""
+    from torch.utils.data import DataLoader
+
     per_copy, every = len(frames) // EPISODE, FPS // fps
     ds = rayform.torch.EpisodeDataset(slice_, obs=["cam/rgb"], fps=fps, pack=key)
-    got = np.empty((len(ds), *frames.shape[1:]), np.uint8)
-    want = np.empty(len(ds), np.int64)
-    for i in range(len(ds)):
-        x = ds[i]
-        got[i] = x["cam/rgb"].numpy().transpose(1, 2, 0)
-        want[i] = (x["meta"]["episode_index"] % per_copy) * EPISODE + x["meta"]["frame_index"] * every
-    return psnr(got, frames[want])
+    got, want = [], []
+    for batch in DataLoader(ds, batch_sampler=rayform.torch.ClipBatchSampler(ds, 64)):  # every sample, clips once
+        got.append(batch["cam/rgb"].numpy().transpose(0, 2, 3, 1))
+        want.append((batch["meta"]["episode_index"].numpy() % per_copy) * EPISODE
+                    + batch["meta"]["frame_index"].numpy() * every)
+    return psnr(np.concatenate(got), frames[np.concatenate(want)])
 
 
 def print_rates(client: rayform.Client, slice_: rayform.Slice, frames: np.ndarray, args: argparse.Namespace,
