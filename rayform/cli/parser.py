@@ -56,7 +56,7 @@ def parser() -> argparse.ArgumentParser:
     from rayform.cli import commands as c
     from rayform.cli import doctor_command as dc
     from rayform.cli import segment_commands as sc
-    from rayform.codec.codecs import VIDEO
+    from rayform.codec.codecs import JPEG_DISTANCE_DB, VIDEO
     from rayform.converters.formats import FORMATS
 
     # The global options, accepted before the command and after it (SUPPRESS: a subcommand's
@@ -139,8 +139,9 @@ def parser() -> argparse.ArgumentParser:
                     help="with a video codec: the quality to meet, in dB PSNR against the frames packed; the largest "
                          "CRF that meets it on a sample of clips is used (the fewest bytes). show prints what a pack "
                          "measured, and JPEG q90's figure beside it")
-    pk.add_argument("--crf", type=_whole(0, 63), help="video quality, lower is better and larger (default: "
-                    + ", ".join(f"{codec} {c.crf}" for codec, c in VIDEO.items()) + ")")
+    pk.add_argument("--crf", type=_whole(0, 63), help="video quality, lower is better and larger (default: chosen "
+                    f"per camera, the largest CRF within {JPEG_DISTANCE_DB:g} dB of JPEG q90's PSNR on its sampled "
+                    "clips; where not measured: " + ", ".join(f"{codec} {c.crf}" for codec, c in VIDEO.items()) + ")")
     pk.add_argument("--preset", help="video encoder speed (default: "
                     + ", ".join(f"{codec} {c.preset}" for codec, c in VIDEO.items()) + ")")
     pk.add_argument("--clip-frames", type=_whole(1, 256),

@@ -25,3 +25,7 @@ VIDEO: dict[str, VideoCodecInfo] = {c.name: c for c in (
     VideoCodecInfo("hevc", ("hevc",), "libx265", 18, (10, 40), "medium", "hvc1.1.6.L120.90"),
 )}
 VIDEO_CODECS = tuple(VIDEO)
+# A pack's default quality for each camera it encodes: the largest CRF (within the codec's
+# crf_range) whose PSNR on the camera's sampled clips is this far below JPEG q90's on the same
+# frames (``packer.quality``); ``crf`` above is where a clip is encoded without that measure.
+JPEG_DISTANCE_DB = 1.25

@@ -23,7 +23,7 @@ from collections.abc import Callable
 import numpy as np
 
 from rayform.codec import imagecodec
-from rayform.codec.codecs import VIDEO
+from rayform.codec.codecs import JPEG_DISTANCE_DB, VIDEO
 from rayform.codec.video import PyAVDecoder, psnr
 from rayform.codec.video_encoder import VideoCodec
 from rayform.pack.layout import StreamSchema, VideoSchema
@@ -34,9 +34,6 @@ from rayform.recordings.segment_reader import Segment
 
 log = logging.getLogger("rayform.pack")
 SAMPLED = 4  # segments a camera's clips are sampled from
-# the default quality: this far below JPEG q90's PSNR on the camera's sampled clips (the whole
-# pack measures within a few tenths of the sample: the margin to a 1.5 dB bound)
-JPEG_DISTANCE_DB = 1.25
 
 
 def measured(schema: dict[str, StreamSchema], plans: list[SegmentPlan], spec: PackSpec,

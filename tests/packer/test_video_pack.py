@@ -212,7 +212,7 @@ def test_the_default_quality_is_chosen_per_camera_just_within_its_distance_of_jp
     frames code easily gets a larger CRF than one whose frames do not, each just within it
     (one CRF more would not be), and show and the manifest say how it was chosen."""
     from rayform.cli.show import pack_cameras
-    from rayform.packer.quality import JPEG_DISTANCE_DB
+    from rayform.codec.codecs import JPEG_DISTANCE_DB
 
     client = rayform.Client(tmp_path / "store")
     rng = np.random.default_rng(0)
