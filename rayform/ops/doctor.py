@@ -76,8 +76,9 @@ def measure(seg: Segment) -> dict[str, Any]:
     """A stored segment's health summary, measured from its stored streams (as ingest does)."""
     found: list[health.Finding] = []
     arrays = []
+    stamps = {}
     for name, info in seg.streams.items():
-        ts = seg.timestamps(name)
+        ts = stamps[name] = seg.timestamps(name)
         found += health.timing(name, ts)
         if info.kind == "pose":
             found += health.arrays(name, ts, seg.values(name), "pose")
@@ -90,7 +91,7 @@ def measure(seg: Segment) -> dict[str, Any]:
             found += health.frames(name, ts, np.stack([seg.frame_array(name, i) for i in range(info.count)]))
         else:
             found += health.frames(name, ts, [seg.frame_view(name, i) for i in range(info.count)])
-    return health.summary(found + health.arrays_together(arrays))
+    return health.summary(found + health.arrays_together(arrays) + health.spans(stamps))
 
 
 _OPENED: dict[StoreRef, Segments] = {}  # a process's stores, opened once for its jobs

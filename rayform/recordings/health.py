@@ -20,7 +20,10 @@ where it crosses its threshold (``THRESHOLDS``, why each is where it is in docs/
 - ``spike``: the largest robust z of an array value against its neighbours (the residual of a
   15-sample running median, over 1.4826 × its median absolute deviation): 5 samples of 1e6 among
   joints in radians are millions, a real fast motion tens at most;
-- ``pose_jump``: the same robust z of a pose stream's step lengths.
+- ``pose_jump``: the same robust z of a pose stream's step lengths;
+- ``misaligned``: how far, in seconds, a stream starts after the others (the median of their
+  first timestamps) or ends before them: a camera that came up late, a recorder that stopped
+  early, a stream from another take. Every step of such a stretch is a sample without it.
 
 Episode-level signals that need the population (duration outliers within a site and task, a
 stream the site usually has and the episode lacks) are ``rayform doctor``'s, from the catalog.
@@ -40,7 +43,7 @@ from rayform.recordings.streams import median_period
 
 # flag where the signal reaches the threshold
 THRESHOLDS = {"frozen": 1.0, "blank": 1, "dropped": 0.05, "gap": 0.5, "duplicate_time": 1, "constant": 1,
-              "spike": 50.0, "pose_jump": 50.0}
+              "spike": 50.0, "pose_jump": 50.0, "misaligned": 1.0}
 KINDS = tuple(THRESHOLDS)
 KEPT_FROM = 0.25  # a finding under this share of its threshold is not kept (its kind's worst value is)
 _WINDOW = 15  # running median of spikes: a spike of up to 7 samples stays out of its own median
@@ -143,6 +146,25 @@ def _frozen(name: str, ts: np.ndarray, same: np.ndarray) -> list[Finding]:
     spans = ts[ends] - ts[starts]
     k = int(np.argmax(spans))
     return [Finding("frozen", name, float(spans[k]) / 1e9, int(ts[starts[k]]), int(ts[ends[k]]))]
+
+
+def spans(streams: Mapping[str, np.ndarray]) -> list[Finding]:
+    """Each stream's ``misaligned``: its start after the median of the other streams' starts, or
+    its end before the median of their ends, whichever is more, with the stretch it misses. A
+    stream of one value (a static transform, a setting) spans no time and is left out."""
+    ends = {name: (int(ts[0]), int(ts[-1])) for name, ts in streams.items() if len(ts) >= 2}
+    out = []
+    for name, (first, last) in ends.items():
+        others = [span for other, span in ends.items() if other != name]
+        if not others:
+            continue
+        start = int(np.median([s for s, _ in others]))
+        end = int(np.median([e for _, e in others]))
+        late, early = first - start, end - last
+        if max(late, early) > 0:
+            span = (start, first) if late >= early else (last, end)
+            out.append(Finding("misaligned", name, max(late, early) / 1e9, *span))
+    return out
 
 
 def arrays(name: str, ts: np.ndarray, values: np.ndarray, kind: str = "array") -> list[Finding]:

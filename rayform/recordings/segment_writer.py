@@ -116,7 +116,7 @@ class SegmentWriter:
             if measuring:
                 findings += _health(stream, ts, arrays, clocks)
         if measuring:
-            findings += health.arrays_together(arrays)
+            findings += health.arrays_together(arrays) + health.spans({n: ts for n, (_, ts) in timed.items()})
         meta = dict(meta or {})
         manifest = {
             "format": SEGMENT_FORMAT,

@@ -103,3 +103,31 @@ def test_rayform_health_off_stores_without_measuring_read_when_a_segment_is_writ
     rows = {r["name"]: r for r in client.segments.catalog.latest(columns=["name", "health", "flags"]).to_pylist()}
     assert rows["off"]["health"] is None and rows["off"]["flags"] is None
     assert rows["on"]["flags"] == ["constant"]
+
+
+def test_a_stream_starting_late_or_ending_early_against_the_others():
+    t = _ts(300, 30.0)  # 10 s
+    streams = {"cam/rgb": t, "joints": t, "tf": t + 3 * NS // 2, "gripper": t[: 300 - 60]}  # late 1.5 s; short 2 s
+    found = {f.stream: f for f in health.spans(streams)}
+    assert found["tf"].value == pytest.approx(1.5) and (found["tf"].start_ns, found["tf"].end_ns) == (0, 3 * NS // 2)
+    assert found["gripper"].value == pytest.approx(2.0, abs=0.04) and found["gripper"].end_ns == int(t[-1])
+    assert _kinds(found.values()) == {"misaligned": pytest.approx(2.0, abs=0.04)}
+    assert "cam/rgb" not in found and "joints" not in found  # on time: the others' median is theirs
+    near = {"cam/rgb": t, "joints": t + NS // 3}  # drivers up a third of a second apart: normal
+    assert not _kinds(health.spans(near)) and health.spans({"only": t}) == []
+    assert health.spans({"odom": t + 250 * NS, "static": t[:1]}) == []  # a static transform spans no time
+
+
+def test_a_late_camera_is_flagged_at_ingest_and_found_by_query(client):
+    import rayform
+
+    t = _ts(300, 30.0)
+    joints = np.cumsum(np.random.default_rng(0).normal(0, 0.01, (300, 4)), axis=0)
+    frames = moving_texture(300, 16)
+    good = client.segments.add("lab", "good", [rayform.ImageStream("cam/rgb", t, frames),
+                                               rayform.ArrayStream("joints", t, joints)])
+    late = client.segments.add("lab", "late", [rayform.ImageStream("cam/rgb", t[90:], frames[90:]),
+                                               rayform.ArrayStream("joints", t, joints)])
+    flagged = client.slices.create(where="'misaligned' in flags")
+    assert [s.id for s in flagged.segments] == [late.id] and good.id not in {s.id for s in flagged.segments}
+    assert [s.id for s in client.slices.create(where="health.misaligned >= 2.9").segments] == [late.id]
