@@ -28,7 +28,9 @@ from rayform.recordings.catalog import Catalog
 CHECK_S = 2.0  # a catalog looked at this recently is not listed again
 PAGE_MAX = 500
 SORTS = {"recorded": "recorded", "duration": "duration_s", "name": "name", "task": "task", "id": "id",
-         "start": "start_ns", "site": "site", "flags": "flag_count"}
+         "start": "start_ns", "site": "site", "flags": "flag_count",
+         # each health signal's value (a segment without the finding: 0), the worst first when descending
+         **{f"health.{kind}": f"health.{kind}" for kind in health.KINDS}}
 _COLUMNS = ("id", "version", "bundle", "site", "name", "task", "duration_s", "start_ns", "end_ns", "recorded", "meta",
             "stream_names", "health", "flags")
 _KEPT = 8  # filtered listings kept for paging
@@ -101,7 +103,7 @@ class SegmentTable:
         rows = [_shown(r) for r in table.take(pa.array(listed[offset:offset + limit])).to_pylist()]
         for row in rows:  # a stream most of its site's segments have and it lacks: a broken recording?
             row["missing"] = sorted(self._usual(row["site"]) - set(row["streams"]))
-        return {"total": len(listed), "offset": offset, "rows": rows}
+        return {"total": len(listed), "offset": offset, "rows": rows, "signals": list(health.KINDS)}
 
     def latest(self, segment_id: str) -> tuple[str, str | None] | None:
         """A segment's latest version and the bundle holding it (None: no such segment), from
@@ -167,7 +169,11 @@ class SegmentTable:
         if f.where:  # evaluated over the rows left (a query on metadata parses each row's JSON)
             left = table if len(rows) == table.num_rows else table.take(pa.array(rows))
             rows = rows[query.Query(f.where).mask(left)]
-        if f.sort != "recorded" or f.descending:
+        if f.sort.startswith("health."):  # a signal's values, from the rows' health JSON (parsed once)
+            values = query.Columns(table.select(["health"]).take(pa.array(rows))).get(f.sort)
+            signal = np.array([v if isinstance(v, (int, float)) else 0.0 for v in values], np.float64)
+            rows = rows[np.argsort(-signal if f.descending else signal, kind="stable")]
+        elif f.sort != "recorded" or f.descending:
             column = (pa.table({"flag_count": flags}) if f.sort == "flags" else table.select([SORTS[f.sort]])).take(
                 pa.array(rows))
             order = pc.sort_indices(column, sort_keys=[(SORTS[f.sort], "descending" if f.descending else "ascending")])
@@ -197,7 +203,18 @@ def _shown(row: dict[str, Any]) -> dict[str, Any]:
             "task": row["task"] or "", "duration_s": row["duration_s"], "start_ns": row["start_ns"],
             "recorded": row["recorded"], "streams": list(row["stream_names"] or []),
             "meta": parsed if isinstance(parsed, dict) else {}, "flags": list(row.get("flags") or []),
-            "findings": findings_of(row.get("health"))}
+            "findings": findings_of(row.get("health")), "signals": signals_of(row.get("health"))}
+
+
+def signals_of(column: str | None) -> dict[str, float]:
+    """A row's value of each health signal measured (``health.summary``'s ``signals``)."""
+    try:
+        doc = json.loads(column) if column else {}
+    except ValueError:
+        return {}
+    found = doc.get("signals") if isinstance(doc, dict) else None
+    return {k: float(v) for k, v in found.items() if isinstance(k, str) and type(v) in (int, float)} \
+        if isinstance(found, dict) else {}
 
 
 def findings_of(column: str | None) -> list[dict[str, Any]]:

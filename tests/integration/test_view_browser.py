@@ -264,6 +264,23 @@ def test_the_flagged_filter_reaches_each_planted_episode_and_its_page_marks_the_
     assert not page.errors
 
 
+def test_sorting_by_each_signal_brings_its_planted_episode_first(page, planted_view):
+    """The signal menu sorts the whole list by one health signal, the worst first, and shows
+    its value: each planted episode tops the list of its own signal, whatever its flags."""
+    server, planted = planted_view
+    _open(page, server, "/segments", "#segments tr.row")
+    options = page.locator("#sort-signal option").all_inner_texts()
+    assert set(planted.values()) <= set(options) and "misaligned" in options
+    for name, kind in planted.items():
+        page.select_option("#sort-signal", kind)
+        page.wait_for_selector(f"th.sorted.desc[data-sort='health.{kind}']")
+        first = page.locator("#segments tr.row").first
+        assert first.locator("td a").inner_text() == name, kind
+        values = [float(v) for v in page.locator(f"#segments td[data-signal='{kind}']").all_inner_texts()]
+        assert values == sorted(values, reverse=True) and values[0] > values[1], (kind, values[:3])
+    assert not page.errors
+
+
 @pytest.mark.parametrize("speed", ["0.5", "2"])
 def test_the_camera_and_the_plots_keep_one_clock_at_half_and_double_speed(page, view_demo, speed):
     server, _, _ = view_demo

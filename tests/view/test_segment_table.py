@@ -8,6 +8,7 @@ import pytest
 
 import rayform
 from rayform.errors import InvalidInput
+from rayform.recordings import health
 from rayform.view import segment_table
 from rayform.view.segment_table import Filter, SegmentTable
 
@@ -66,7 +67,17 @@ def test_sorting_and_pages(stored):
     # pages of 7 cover the listing once, in its order
     paged = [r["id"] for offset in range(0, 40, 7) for r in table.page(Filter(sort="name"), offset, 7)["rows"]]
     assert paged == [r["id"] for r in table.page(Filter(sort="name"), 0, 500)["rows"]]
-    assert table.page(Filter(), 1000, 10) == {"total": 40, "offset": 1000, "rows": []}
+    assert table.page(Filter(), 1000, 10) == {"total": 40, "offset": 1000, "rows": [],
+                                               "signals": list(health.KINDS)}
+    # by a health signal: its value (0 where not measured), the worst first
+    for kind in health.KINDS:
+        listed = table.page(Filter(sort=f"health.{kind}", descending=True), 0, 500)["rows"]
+        values = [r["signals"].get(kind, 0.0) for r in listed]
+        assert values == sorted(values, reverse=True) and len(listed) == len(rows), kind
+        ascending = [r["signals"].get(kind, 0.0) for r in table.page(Filter(sort=f"health.{kind}"), 0, 500)["rows"]]
+        assert ascending == sorted(values)
+    with pytest.raises(InvalidInput, match="sort 'health.nope'"):
+        Filter(sort="health.nope")
 
 
 def test_a_new_ingest_shows_on_the_next_look(stored, monkeypatch):

@@ -1,7 +1,7 @@
 // The segment list: filtered by site, task, duration, a query or health flags; sorted by any
 // column; a page at a time. The rows shown are the list an episode page steps through (n, p).
 import { api, el, put, q } from "./dom.js";
-import { seconds, segmentLink } from "./format.js";
+import { number, seconds, segmentLink } from "./format.js";
 
 const PAGE = 50;
 
@@ -35,16 +35,23 @@ export async function segmentsPage(main, params) {
     onclick: () => go({ sort: key, desc: f.sort === key && !f.desc ? "1" : "" }),
   }, label);
   const metaText = (m) => Object.entries(m).slice(0, 4).map(([k, v]) => `${k}=${JSON.stringify(v)}`).join(" ");
+  // sorting by a health signal: the worst first, its value a column of its own
+  const signal = f.sort.startsWith("health.") ? f.sort.slice("health.".length) : null;
+  const bySignal = el("select", { id: "sort-signal", "aria-label": "sort by a health signal",
+    onchange: (e) => { if (e.target.value) go({ sort: `health.${e.target.value}`, desc: "1" }); } },
+  el("option", { value: "" }, "sort by a signal…"),
+  page.signals.map((k) => el("option", { value: k, selected: k === signal }, k)));
   const table = el("table", { id: "segments" },
     el("tr", {}, column("name", "name"), column("site", "site"), column("task", "task"),
-      column("seconds", "duration"), el("th", {}, "streams"), column("flags", "flags"), el("th", {}, "metadata"),
-      column("id", "id")),
+      column("seconds", "duration"), el("th", {}, "streams"), column("flags", "flags"),
+      signal ? column(signal, f.sort) : null, el("th", {}, "metadata"), column("id", "id")),
     page.rows.map((r) => el("tr", { class: "row", "data-id": r.id, onclick: () => { location.hash = segmentLink(r.id, r.version); } },
       el("td", {}, el("a", { href: segmentLink(r.id, r.version) }, r.name)), el("td", {}, r.site),
       el("td", { class: "task-cell" }, r.task), el("td", { class: "num" }, seconds(r.duration_s)), el("td", { class: r.missing.length ? "num missing" : "num", title: r.streams.join(", ") },
         r.missing.length ? `${r.streams.length}, no ${r.missing.join(", ")}` : r.streams.length),
       el("td", { class: r.flags.length ? "flags flagged" : "flags muted",
         title: r.findings.map((x) => `${x.kind} ${x.stream}`).join("\n") }, r.flags.join(", ")),
+      signal ? el("td", { class: "num signal", "data-signal": signal }, number(r.signals[signal] ?? 0)) : null,
       el("td", { class: "muted meta-cell", title: JSON.stringify(r.meta) }, metaText(r.meta)), el("td", { class: "muted" }, r.id))));
   // the list an episode page steps through (n, p): this page's rows, in order
   sessionStorage.setItem("rayform.list", JSON.stringify(page.rows.map((r) => [r.id, r.version])));
@@ -53,5 +60,5 @@ export async function segmentsPage(main, params) {
     el("button", { disabled: offset <= 0, onclick: () => go({ ...f, offset: Math.max(0, offset - PAGE) }) }, "‹ previous"),
     el("span", { id: "count" }, page.total ? `${offset + 1}–${last} of ${page.total}` : "no segments match"),
     el("button", { disabled: last >= page.total, onclick: () => go({ ...f, offset: offset + PAGE }) }, "next ›"));
-  put(main, el("h1", {}, "Segments"), form, pager, table);
+  put(main, el("h1", {}, "Segments"), form, el("div", { class: "pager" }, bySignal), pager, table);
 }
