@@ -37,12 +37,13 @@ from rayform.ops.references import pack_data
 from rayform.store.store import Store
 
 
-def start_moto() -> tuple[subprocess.Popen, str]:
+def start_moto(log: str | None = None) -> tuple[subprocess.Popen, str]:
+    """A moto S3 server on loopback; ``log``: a file its request log goes to (a line a request)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            stdout=subprocess.DEVNULL, stderr=open(log, "w") if log else subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     for _ in range(100):
         try:
