@@ -111,6 +111,14 @@ def _checked(fmt: str, name: str, value: Any) -> Any:
         if not isinstance(value, Mapping):
             raise InvalidInput(f"{what}: a mapping (fsspec's storage options)")
         return dict(value)
-    if name == "episodes" or name == "shard":
+    if name == "episodes":
+        if not isinstance(value, (list, tuple)) or len(value) != 2 or not all(
+                type(v) is int and v >= 0 for v in value) or value[0] > value[1]:
+            raise InvalidInput(f"{what}: [first, end) of the episodes, two whole numbers")
         return tuple(value)
-    return value
+    if name == "shard":
+        if not isinstance(value, (list, tuple)) or len(value) != 2 or not isinstance(value[0], str) \
+                or type(value[1]) is not int:
+            raise InvalidInput(f"{what}: (split, index) of an RLDS shard")
+        return tuple(value)
+    return value  # docs: the schema a task was handed, as its format read it

@@ -80,7 +80,8 @@ def test_options_are_checked_once_each_naming_what_is_wrong(fmt, client):
                                                                                           mapping={"a": "b", "c": None})
     for given, message in [({"nope": 1}, "no option 'nope'"), ({"task": 3}, r"option 'task' \(--task\): a text"),
                            ({"allow_nonfinite": "yes"}, "true or false"), ({"mapping": {"a": 1}}, "a mapping of"),
-                           ({"mapping": ["a"]}, "a mapping of")]:
+                           ({"mapping": ["a"]}, "a mapping of"), ({"episodes": 5}, "two whole numbers"),
+                           ({"shard": "train"}, "split, index")]:
         with pytest.raises(InvalidInput, match=message):
             f.options_of(given)
         with pytest.raises(InvalidInput, match=message):  # before any source is opened
