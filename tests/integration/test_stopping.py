@@ -253,8 +253,12 @@ def test_ctrl_c_at_random_instants_always_ends_with_one_line_and_leaves_nothing(
                 as_before()
             elif command == "ingest":
                 assert _blob_folders(store) == folders, "an interrupted ingest left folders"
-        elif command == "ingest":
-            as_before()
+        else:
+            # it finished first: the timed run was slower than this one (the tests share the
+            # machine's cores), so the instants are drawn from a shorter run from now on
+            whole = max(2 * STARTUP_S, 0.6 * whole)
+            if command == "ingest":
+                as_before()
         assert _temporaries(store, tmp_path / "cache", tmp_path / "tmp") == []
         assert not list(store.rglob(".gone-*"))
         scratch = tmp_path / "tmp" / "rayform-pack"
