@@ -240,6 +240,38 @@ def episode_dataset(slice_: rayform.Slice, key: str, workers: int, repeats: int,
             "decoded": clips.decoded / clips.built if clips.built else 0.0, "mix": median(mixes)}
 
 
+def pyav_reference(frames: np.ndarray, video) -> tuple[float, float]:
+    """PyAV's own decode of the same kind of packets, the reference a video pack's reading is
+    measured against: the frames encoded as the pack encodes them (its codec and CRF, a group
+    of pictures a clip), decoded in order to RGB, one thread: (frames/s, CPU ms a frame)."""
+    import time
+
+    import av
+
+    from rayform.codec.codecs import VIDEO
+    from rayform.codec.video_encoder import VideoCodec
+
+    n = len(frames) - len(frames) % video.clip_frames
+    codec = VideoCodec(video.codec, video.crf, video.preset, video.clip_frames)
+    clips = [codec.encode(frames[i:i + video.clip_frames]) for i in range(0, n, video.clip_frames)]
+    decoder = next(d for d in VIDEO[video.codec].decoders if d in av.codecs_available)
+    from av.video.reformatter import VideoReformatter
+
+    packets = [av.Packet(bytes(p)) for clip in clips for p in clip.packets]  # closed groups: one stream
+    c0, t0, decoded = process_cpu(os.getpid()), time.perf_counter(), 0
+    rgb = VideoReformatter()  # one colour converter kept (a frame's own to_ndarray makes one a frame)
+    ctx = av.CodecContext.create(decoder, "r")
+    ctx.thread_count = 1
+    if clips[0].extradata:
+        ctx.extradata = clips[0].extradata
+    for packet in [*packets, None]:
+        for frame in ctx.decode(packet):
+            rgb.reformat(frame, format="rgb24").to_ndarray()
+            decoded += 1
+    seconds, cpu = time.perf_counter() - t0, process_cpu(os.getpid()) - c0
+    return decoded / seconds, 1000 * cpu / decoded
+
+
 MOTO_PID = None
 
 
@@ -297,6 +329,7 @@ def main() -> None:
         quality = {name: pack_psnr(slice_, p.key, frames) for name, p in packs.items()}
         sizes = {name: sum(sh.bytes for sh in p.shards) for name, p in packs.items()}
         shape = frames.shape
+        reference = pyav_reference(frames[:2400], video.schema["cam/rgb"].video)  # before the loaders start
         del frames  # a forked DataLoader worker would start with them in its resident set
         gc.collect()
         ctypes.CDLL("libc.so.6").malloc_trim(0)
@@ -377,6 +410,11 @@ def main() -> None:
               f"{sampled[name]['rate'] / streamed[name]['rate']:.2f}x with ClipBatchSampler (target >= 0.9); "
               f"first epoch {ordered[name]['first_epoch_cpu'] / ordered[name]['cpu']:.2f}x the steady state's CPU "
               "(target <= 1.2)")
+    rate, cpu = reference
+    print(f"PyAV's own decode of the same packets (one thread, to RGB): {rate:.0f} frames/s, {cpu:.3f} ms CPU a "
+          f"frame; {vn} streamed: {1000 * streamed[vn]['cpu'] / cpu:.2f}x its CPU a sample, "
+          f"{streamed[vn]['rate'] / rate:.2f}x its rate on {args.workers} workers; with ClipBatchSampler "
+          f"{1000 * sampled[vn]['cpu'] / cpu:.2f}x its CPU, {sampled[vn]['rate'] / rate:.2f}x its rate")
     if with_history:
         print_history(video, with_history, args.history)
         for name, (r, st) in history_rates.items():
