@@ -199,7 +199,10 @@ def _whole_ingest(store: Path, before: dict[str, int]) -> None:
     from rayform.ops.verify import verify
 
     client = rayform.Client(store)
-    s = client.slices.get("lab")
+    try:
+        s = client.slices.get("lab")
+    except rayform.SliceNotFound:
+        raise AssertionError(f"a stopped ingest changed the store: {sorted(set(_files(store)) ^ set(before))}") from None
     assert len(s.segments) == 8, "an interrupted ingest is in the store in part"
     reached = {r.blob for r in store_closure(client.store)}
     new = {p.rsplit("/", 1)[-1] for p in set(_files(store)) - set(before) if p.startswith("blobs/")}
