@@ -76,14 +76,8 @@ def _named(name: str) -> str:
 
 def _checked(fmt: str, name: str, value: Any) -> Any:
     what = f"ingest {fmt}: {_named(name)}"
-    if value is None:
-        if name in ("allow_nonfinite", "allow_missing", "decode_video"):
-            return False
-        if name in ("mapping",):
-            return {}
-        if name == "stamp":
-            return "header"
-        return None
+    if value is None:  # left unsaid (a flag not given): the option's default
+        return getattr(SourceOptions(), name)
     if name in ("allow_nonfinite", "allow_missing", "decode_video"):
         if not isinstance(value, bool):
             raise InvalidInput(f"{what}: true or false, not {str(value)[:40]!r}")

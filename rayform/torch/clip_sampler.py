@@ -19,12 +19,10 @@ from typing import TYPE_CHECKING
 from torch.utils.data import Sampler
 
 from rayform.errors import InvalidInput
-from rayform.torch.streaming import check_batch_size
+from rayform.torch.streaming import MAX_CLIP_STRIDE, check_batch_size
 
 if TYPE_CHECKING:
     from rayform.torch.episode import EpisodeDataset
-
-MAX_STRIDE = 64  # ShuffleConfig's bound on clip_stride
 
 
 class ClipBatchSampler(Sampler[list[int]]):
@@ -46,8 +44,8 @@ class ClipBatchSampler(Sampler[list[int]]):
             raise InvalidInput(f"ClipBatchSampler num_workers {num_workers!r}: the DataLoader's, 0 or more")
         readers = world * max(1, num_workers)
         stride = readers * max(1, -(-dataset.clip_stride // readers))  # a multiple of every reader, at least the dataset's
-        if stride > MAX_STRIDE:
-            stride = readers if readers <= MAX_STRIDE else MAX_STRIDE  # past it, a clip is decoded by a few readers
+        if stride > MAX_CLIP_STRIDE:
+            stride = readers if readers <= MAX_CLIP_STRIDE else MAX_CLIP_STRIDE  # past it, a few readers decode a clip
         self.dataset, self.batch_size, self.drop_last = dataset, size, drop_last
         self.world, self.rank = world, here
         dataset.order_in_batches(size, stride)

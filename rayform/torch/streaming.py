@@ -25,6 +25,7 @@ from rayform.torch.world import Split, World, nodes
 
 T = TypeVar("T")
 LANE_CLIPS = 8  # a lane of a video pack's window reads about this many groups of pictures, one after another
+MAX_CLIP_STRIDE = 64  # global batches between a clip's samples, at most (a worker holds that many batches' clips)
 SAMPLE_STEP = 64  # a rank's samples a step, in sample mode on a video pack (``step_samples``)
 
 log = logging.getLogger("rayform")
@@ -51,8 +52,9 @@ class ShuffleConfig:
         if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 1 << 24:
             raise InvalidInput(f"ShuffleConfig window {value!r}: a whole number of samples, 0..{1 << 24}")
         stride = self.clip_stride
-        if isinstance(stride, bool) or not isinstance(stride, int) or not 1 <= stride <= 64:
-            raise InvalidInput(f"ShuffleConfig clip_stride {stride!r}: a whole number of global batches, 1..64")
+        if isinstance(stride, bool) or not isinstance(stride, int) or not 1 <= stride <= MAX_CLIP_STRIDE:
+            raise InvalidInput(f"ShuffleConfig clip_stride {stride!r}: a whole number of global batches, "
+                               f"1..{MAX_CLIP_STRIDE}")
 
 
 def given(value: T, kind: type[T], name: str) -> T:

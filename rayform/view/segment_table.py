@@ -122,7 +122,7 @@ class SegmentTable:
 
         table = self.table().select(["id", "version", "health"])
         mine = table.filter(pc.equal(table.column("id"), segment_id)).to_pylist()
-        return findings_of(mine[0]["health"]) if mine and mine[0]["version"] == version else []
+        return findings_of(_parsed(mine[0]["health"])) if mine and mine[0]["version"] == version else []
 
     def _usual(self, site: str) -> frozenset[str]:
         """The streams most segments of ``site`` have (of the first ``USUAL_OF``)."""
@@ -194,33 +194,30 @@ def _mask(values: Any) -> np.ndarray:
 
 
 def _shown(row: dict[str, Any]) -> dict[str, Any]:
-    meta = row.get("meta")
-    try:
-        parsed = json.loads(meta) if meta else {}
-    except ValueError:
-        parsed = {}
+    meta, doc = _parsed(row.get("meta")), _parsed(row.get("health"))  # each row's JSON parsed once
     return {"id": row["id"], "version": row["version"], "site": row["site"], "name": row["name"],
             "task": row["task"] or "", "duration_s": row["duration_s"], "start_ns": row["start_ns"],
             "recorded": row["recorded"], "streams": list(row["stream_names"] or []),
-            "meta": parsed if isinstance(parsed, dict) else {}, "flags": list(row.get("flags") or []),
-            "findings": findings_of(row.get("health")), "signals": signals_of(row.get("health"))}
+            "meta": meta if isinstance(meta, dict) else {}, "flags": list(row.get("flags") or []),
+            "findings": findings_of(doc), "signals": signals_of(doc)}
 
 
-def signals_of(column: str | None) -> dict[str, float]:
-    """A row's value of each health signal measured (``health.summary``'s ``signals``)."""
+def _parsed(column: str | None) -> Any:
+    """A catalog row's JSON column (a store's text: what does not parse is nothing)."""
     try:
-        doc = json.loads(column) if column else {}
+        return json.loads(column) if column else {}
     except ValueError:
         return {}
+
+
+def signals_of(doc: Any) -> dict[str, float]:
+    """A row's value of each health signal measured (``health.summary``'s ``signals``), from its
+    parsed health column."""
     found = doc.get("signals") if isinstance(doc, dict) else None
     return {k: float(v) for k, v in found.items() if isinstance(k, str) and type(v) in (int, float)} \
         if isinstance(found, dict) else {}
 
 
-def findings_of(column: str | None) -> list[dict[str, Any]]:
-    """A row's flagged findings (kind, stream, value, time range), from its health column."""
-    try:
-        doc = json.loads(column) if column else {}
-    except ValueError:
-        return []
+def findings_of(doc: Any) -> list[dict[str, Any]]:
+    """A row's flagged findings (kind, stream, value, time range), from its parsed health column."""
     return [f for f in health.kept(doc) if health.flagged(f)]
