@@ -151,13 +151,26 @@ def ingest(
     report = IngestReport()
     done: list[SourceResult] = []
     runner = JobRunner(run.executor, workers)
+    committed = False  # from the catalog part on, the ingest is in the store: never taken back
     try:
         with runner, tqdm(total=len(jobs), unit="task", desc=f"ingest {fmt}", disable=not run.progress,
                           leave=False) as bar:
             for result in runner.each(convert_source, jobs):
                 done.append(result)
                 bar.update()
+        report.segments = [ref for r in done for ref in r.segments]
+        # the commit: a catalog part per site, then the slice; a Ctrl-C meanwhile waits for both.
+        # One that lands before it (the pool ended, the commit not begun) takes the ingest back
+        # like any other: no instant is left where it stops the command with the blobs stored
+        with held():
+            client.segments.confirm([d for r in done for d in r.written])
+            client.segments.record(report.segments)
+            committed = True
+            if slice_name:
+                report.slice = client.slices.create(report.segments, name=slice_name)
     except BaseException as e:
+        if committed:  # the segments are recorded: their blobs are theirs (a slice failed, or a held Ctrl-C)
+            raise
         # the pool is stopped: what its jobs still finished, failed or were stopped in the middle
         # of is taken back together, and what a job killed mid-write left (a temporary of a dead
         # process) is swept
@@ -168,17 +181,6 @@ def ingest(
             what = f"of {len(paths)} sources" if len(paths) > 1 else f"({len(jobs)} tasks)"
             raise type(e)(f"{e}. Nothing of this ingest {what} was stored") from None
         raise
-    report.segments = [ref for r in done for ref in r.segments]
-    # the commit: a catalog part per site, then the slice; a Ctrl-C meanwhile waits for both
-    with held():
-        try:
-            client.segments.confirm([d for r in done for d in r.written])
-            client.segments.record(report.segments)
-        except BaseException:
-            client.segments.discard([d for r in done for d in r.written])
-            raise
-        if slice_name:
-            report.slice = client.slices.create(report.segments, name=slice_name)
     return report
 
 

@@ -70,14 +70,28 @@ def answered_interrupt() -> None:
 def held() -> Iterator[None]:
     """A Ctrl-C during this is held until it ends, then answered as usual: what it protects (the
     few writes that make a change visible, e.g. an ingest's catalog part and slice) happens
-    whole. Outside the main thread, or where signals cannot be held, a plain block."""
+    whole. Outside the main thread a plain block.
+
+    Blocking SIGINT in this thread is not enough: the kernel then hands it to another thread of
+    the process (tqdm's monitor, a pool's feeder), whose C handler still has the main thread run
+    the Python one, inside the block. So the Python handler is swapped for one that notes the
+    Ctrl-C, and the block's end sends it again to the handler it replaced. The mask stays for
+    what this thread forks meanwhile: a child is born with SIGINT blocked (``jobs``)."""
     import signal
 
-    if not hasattr(signal, "pthread_sigmask") or threading.current_thread() is not threading.main_thread():
+    if threading.current_thread() is not threading.main_thread():
         yield
         return
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    came: list[int] = []
+    masked = hasattr(signal, "pthread_sigmask")
+    if masked:
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    previous = signal.signal(signal.SIGINT, lambda signum, _frame: came.append(signum))
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+        signal.signal(signal.SIGINT, previous)
+        if masked:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # one pending reaches ``previous`` now
+        if came:
+            signal.raise_signal(signal.SIGINT)

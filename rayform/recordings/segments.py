@@ -102,6 +102,7 @@ class Segments:
         this yields), none visible until the block ends: then its blobs are confirmed and the
         refs recorded at once (a Ctrl-C waits for it). A failure or a Ctrl-C anywhere takes back
         the blobs this write stored, so the store is left as it was."""
+        committed = False  # a Ctrl-C held through the commit is answered after it: then nothing is taken back
         with self.store.recording_new_blobs() as written:
             try:
                 refs: list[SegmentRef] = []
@@ -109,8 +110,10 @@ class Segments:
                 self.confirm(written)
                 with held():  # the commit: one part per site, whole
                     self.record(refs)
+                    committed = True
             except BaseException:
-                self.discard(written)
+                if not committed:
+                    self.discard(written)
                 raise
 
     def store_many(self, segments: Sequence[Added], *, allow_nonfinite: bool = False) -> list[SegmentRef]:

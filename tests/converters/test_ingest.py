@@ -48,6 +48,42 @@ def test_all_sources_become_visible_together_with_their_slice(tmp_path):
     assert client.slices.get("three") == report.slice and len(client.segments.list("lab")) == 3
 
 
+@pytest.mark.parametrize("lands", ["before the commit", "during the commit"])
+def test_a_ctrl_c_after_the_tasks_either_takes_the_ingest_back_or_lets_it_in_whole(tmp_path, monkeypatch, lands):
+    """The instant between the pool's end and the commit: a Ctrl-C there once stopped the
+    command with every task's blobs stored and nothing referencing them. One held through the
+    commit is answered as the hold ends, the ingest whole."""
+    import contextlib
+
+    from rayform.converters import ingest as ingest_module
+    from rayform.ops.references import store_closure
+
+    client = rayform.Client(tmp_path / "store")
+    client.slices.create(client.ingest("hdf5", [_episode(tmp_path / "old.hdf5", seed=9)], "lab",
+                                options={"fps": 10}, progress=False).segments, name="before")
+    before = _store_files(tmp_path / "store")
+
+    @contextlib.contextmanager
+    def ctrl_c_lands():
+        if lands == "before the commit":
+            raise KeyboardInterrupt
+        yield
+        raise KeyboardInterrupt  # held until the commit was whole
+
+    monkeypatch.setattr(ingest_module, "held", ctrl_c_lands)
+    sources = [_episode(tmp_path / f"ep{i}.hdf5", seed=i) for i in range(3)]
+    with pytest.raises(KeyboardInterrupt):
+        client.ingest("hdf5", sources, "lab", options={"fps": 10}, slice_name="new", workers=2, progress=False)
+    after = _store_files(tmp_path / "store")
+    if lands == "before the commit":
+        assert after == before  # no blob of the three sources is left
+    else:
+        assert len(client.slices.get("new").segments) == 3
+        reached = {r.blob for r in store_closure(client.store)}
+        new_blobs = {p.rsplit("/", 1)[-1] for p in set(after) - set(before) if p.startswith("blobs/")}
+        assert new_blobs and new_blobs <= reached
+
+
 def test_a_format_without_its_extra_names_the_pip_install(client, monkeypatch):
     import importlib.util
 

@@ -149,3 +149,27 @@ def records_npy(a):
     from rayform.codec import records
 
     return records.to_npy(a)
+
+
+def test_a_ctrl_c_held_through_the_commit_leaves_the_write_whole(client, monkeypatch):
+    """A Ctrl-C during the commit is held, and answered as the hold ends: the segments are
+    recorded by then, and their blobs must stay (taking them back would leave the catalog
+    naming blobs that are gone; the write does not try, and the blobs' freshening at confirm
+    would refuse it besides)."""
+    import contextlib
+
+    from rayform.ops.references import store_closure
+    from rayform.ops.verify import verify
+    from rayform.recordings import segments as segments_module
+
+    @contextlib.contextmanager
+    def answered_as_the_hold_ends():
+        yield
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(segments_module, "held", answered_as_the_hold_ends)
+    with pytest.raises(KeyboardInterrupt):
+        client.segments.add_many([("lab", "ep1", _streams(), {})])
+    [segment] = client.segments.list("lab")
+    np.testing.assert_array_equal(client.segments.get(segment.id).values("joints/position")[1], [3, 4, 5])
+    assert verify(client.store, store_closure(client.store)).ok
