@@ -28,6 +28,7 @@ from rayform.jobs import JobRunner, Run, finishing
 from rayform.recordings.segment_writer import SegmentRef
 from rayform.recordings.segments import Segments
 from rayform.recordings.slices import Slice, Slices
+from rayform.recordings.streams import ArrayStream
 from rayform.store.freshness import NewBlob
 
 
@@ -88,12 +89,25 @@ def convert_source(job: SourceJob) -> SourceResult:
             task = job.options.task
             if task:  # the task or instruction the user names, over what the source says
                 episodes = [(name, streams, {**meta, "task": task}) for name, streams, meta in episodes]
+            if job.options.limits:
+                episodes = [(name, _declared(streams, job.options.limits, name), meta) for name, streams, meta in episodes]
             refs = segments.store_many([(job.site, name, streams, meta) for name, streams, meta in episodes],
                                        allow_nonfinite=job.options.allow_nonfinite)
             finishing()  # what it wrote is now the parent's to take back, with the result
         except BaseException as e:
             raise _carrying(_as_ingest_error(e, source, job.fmt), written) from None
     return SourceResult(refs, list(written))
+
+
+def _declared(streams: list[Any], limits: Mapping[str, tuple[Any, Any]], episode: str) -> list[Any]:
+    """An episode's streams with the limits the user declares (``--limits``) on the array streams named."""
+    by_name = {s.name: s for s in streams}
+    for name in limits:
+        if not isinstance(by_name.get(name), ArrayStream):
+            arrays = ", ".join(s.name for s in streams if isinstance(s, ArrayStream)) or "none"
+            raise InvalidInput(f"--limits {name}: episode {episode} has no array stream of that name (its array "
+                               f"streams: {arrays})")
+    return [dataclasses.replace(s, limits=limits[s.name]) if s.name in limits else s for s in streams]
 
 
 def _as_ingest_error(e: BaseException, source: str, fmt: str) -> BaseException:

@@ -14,9 +14,9 @@ from typing import Any
 
 from rayform.errors import InvalidInput
 
-COMMON = ("mapping", "task", "allow_nonfinite")
+COMMON = ("mapping", "task", "allow_nonfinite", "limits")
 TASK_PARTS = ("episodes", "shard", "docs")  # set by a format's tasks, never by a user
-FLAGS = {"mapping": "--map", "storage_options": "--source-option", "splits": "--split"}  # else --<name>
+FLAGS = {"mapping": "--map", "storage_options": "--source-option", "splits": "--split", "limits": "--limits"}  # else --<name>
 
 
 @dataclass(frozen=True)
@@ -25,6 +25,7 @@ class SourceOptions:
     mapping: Mapping[str, str | None] = field(default_factory=dict)  # feature -> stream name (None: skip it)
     task: str | None = None  # the task or instruction of every episode, over what the source says
     allow_nonfinite: bool = False  # store NaN/inf array values instead of refusing the episode
+    limits: Mapping[str, tuple[Any, Any]] = field(default_factory=dict)  # stream -> (low, high) its values keep to
     # -- a format's own (``SourceFormat.options``)
     fps: float | None = None  # the recording's rate where the source does not say it (hdf5, rlds)
     storage_options: dict[str, Any] | None = None  # fsspec's, for a source at a URL (lerobot, rlds)
@@ -93,6 +94,12 @@ def _checked(fmt: str, name: str, value: Any) -> Any:
         if name == "stamp" and value not in ("header", "log"):
             raise InvalidInput(f"{what}: 'header' or 'log', not {value[:40]!r}")
         return value
+    if name == "limits":
+        if not isinstance(value, Mapping) or not all(
+                isinstance(k, str) and isinstance(v, (list, tuple)) and len(v) == 2 for k, v in value.items()):
+            raise InvalidInput(f"{what}: a mapping of stream names to (low, high), e.g. "
+                               "{'joints/position': (-3.14, 3.14)}")
+        return {k: tuple(v) for k, v in value.items()}
     if name == "fps":
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
             raise InvalidInput(f"{what}: a positive number, not {str(value)[:40]!r}")

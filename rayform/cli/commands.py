@@ -365,6 +365,22 @@ def _mapping(args: argparse.Namespace) -> dict[str, str | None]:
     return mapping
 
 
+def _limits(given: list[str]) -> dict[str, tuple[float, float]]:
+    """``--limits STREAM=LOW:HIGH`` (repeatable) as stream -> (low, high)."""
+    limits = {}
+    for pair in given:
+        name, _, bounds = pair.partition("=")
+        low, sep, high = bounds.partition(":")
+        try:
+            limits[name.strip()] = (float(low), float(high))
+        except ValueError:
+            sep = ""
+        if not sep or not name.strip():
+            raise InvalidInput(f"--limits {pair[:60]!r}: write it as STREAM=LOW:HIGH, e.g. "
+                               "--limits joints/position=-3.14:3.14")
+    return limits
+
+
 def ingest(args: argparse.Namespace) -> int:
     from rayform.converters.formats import describe
     from rayform.converters.ingest import ingest as ingest_sources
@@ -381,7 +397,8 @@ def ingest(args: argparse.Namespace) -> int:
     client = store_client(args, writes=True)
     options = {**source, "allow_missing": args.allow_missing, "fps": args.fps, "stamp": args.stamp,
                "joints": [j.strip() for j in args.joints.split(",")] if args.joints else None, "task": args.task,
-               "allow_nonfinite": args.allow_nonfinite, "decode_video": args.decode_video, "splits": args.split or None}
+               "allow_nonfinite": args.allow_nonfinite, "decode_video": args.decode_video, "splits": args.split or None,
+               "limits": _limits(args.limits)}
     report = ingest_sources(client, args.format, args.paths, args.site, options=options, slice_name=args.slice,
                             run=Run(workers=args.workers, progress=not args.quiet))
     for ref in report.segments:

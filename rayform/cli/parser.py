@@ -188,6 +188,9 @@ def parser() -> argparse.ArgumentParser:
                      help="ros: the header stamp when set (default), or always the log time")
     ing.add_argument("--joints", help="ros: comma-separated joint names, in the order wanted")
     ing.add_argument("--task", help="the task or language instruction of every episode (lerobot: over its own)")
+    ing.add_argument("--limits", action="append", default=[], metavar="STREAM=LOW:HIGH",
+                     help="the range an array stream's values keep to (a joint's limits; repeatable): samples "
+                          "outside are flagged out_of_range (rayform doctor)")
     ing.add_argument("--allow-nonfinite", action="store_true",
                      help="keep NaN and infinite values in array streams (refused by default; statistics skip them)")
     ing.add_argument("--decode-video", action="store_true",

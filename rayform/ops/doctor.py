@@ -83,7 +83,14 @@ def measure(seg: Segment) -> dict[str, Any]:
         if info.kind == "pose":
             found += health.arrays(name, ts, seg.values(name), "pose")
         elif info.kind != "image":
-            arrays.append((name, ts, seg.values(name)))
+            values = seg.values(name)
+            arrays.append((name, ts, values))
+            try:
+                limits = health.declared_limits(info.meta.get("limits"), int(np.prod(info.shape)))
+            except ValueError:  # a manifest's limits that make no sense declare nothing to measure against
+                limits = None
+            if limits is not None:
+                found += health.out_of_range(name, ts, values, limits)
         elif info.video is not None:
             video = seg.video(name)
             found += health.video(name, ts, video.packet_times, seg.frame_sizes(name), video.keys)
@@ -215,6 +222,6 @@ def describe(finding: dict[str, Any], start_ns: int) -> str:
     where = f"at {t0:.2f} s" if t0 == t1 else f"{t0:.2f}–{t1:.2f} s"
     units = {"frozen": " s", "gap": " s", "dropped": " of its frames", "constant": " elements never change",
              "blank": " frames", "duplicate_time": " repeated times", "spike": " robust z",
-             "pose_jump": " robust z"}.get(kind, "")
+             "pose_jump": " robust z", "out_of_range": " samples outside its declared limits"}.get(kind, "")
     value = f"{finding['value']:.0%}" if kind == "dropped" else f"{finding['value']:g}"
     return f"{kind} {stream} {where} ({value}{units})"

@@ -21,6 +21,9 @@ where it crosses its threshold (``THRESHOLDS``, why each is where it is in docs/
   15-sample running median, over 1.4826 × its median absolute deviation): 5 samples of 1e6 among
   joints in radians are millions, a real fast motion tens at most;
 - ``pose_jump``: the same robust z of a pose stream's step lengths;
+- ``out_of_range``: samples of an array stream outside the range it declares (``limits``: a
+  joint's limits, an action's bounds), counted: a value past a limit the robot cannot reach is
+  a unit mix-up, a calibration lost or a sensor fault;
 - ``misaligned``: how far, in seconds, a stream starts after the others (the median of their
   first timestamps) or ends before them: a camera that came up late, a recorder that stopped
   early, a stream from another take. Every step of such a stretch is a sample without it.
@@ -43,7 +46,7 @@ from rayform.recordings.streams import median_period
 
 # flag where the signal reaches the threshold
 THRESHOLDS = {"frozen": 1.0, "blank": 1, "dropped": 0.05, "gap": 0.5, "duplicate_time": 1, "constant": 1,
-              "spike": 50.0, "pose_jump": 50.0, "misaligned": 1.0}
+              "spike": 50.0, "pose_jump": 50.0, "misaligned": 1.0, "out_of_range": 1}
 KINDS = tuple(THRESHOLDS)
 KEPT_FROM = 0.25  # a finding under this share of its threshold is not kept (its kind's worst value is)
 _WINDOW = 15  # running median of spikes: a spike of up to 7 samples stays out of its own median
@@ -164,6 +167,47 @@ def spans(streams: Mapping[str, np.ndarray]) -> list[Finding]:
             span = (start, first) if late >= early else (last, end)
             out.append(Finding("misaligned", name, max(late, early) / 1e9, *span))
     return out
+
+
+def out_of_range(name: str, ts: np.ndarray, values: np.ndarray, limits: tuple[np.ndarray, np.ndarray]) -> list[Finding]:
+    """The samples of an array stream with an element outside its declared ``limits`` (low,
+    high: one a column), counted, from the first of them to the last."""
+    low, high = limits
+    flat = np.asarray(values).reshape(len(values), -1)
+    with np.errstate(invalid="ignore"):  # a NaN kept (allow_nonfinite) is not outside
+        outside = ((flat < low) | (flat > high)).any(axis=1)
+    if not outside.any():
+        return []
+    at = np.flatnonzero(outside)
+    return [Finding("out_of_range", name, float(len(at)), int(ts[at[0]]), int(ts[at[-1]]))]
+
+
+def declared_limits(limits: Any, width: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(low, high)`` as ``width`` numbers each from a stream's declared limits (numbers or one a
+    column, as ``ArrayStream.limits`` or a manifest's ``meta["limits"]``); None if there are none.
+    Raises ValueError naming what is wrong (a store's manifest is untrusted: the doctor skips it)."""
+    if limits is None:
+        return None
+    if not isinstance(limits, (list, tuple)) or len(limits) != 2:
+        raise ValueError("limits are (low, high)")
+    bounds = []
+    for bound in limits:
+        if isinstance(bound, (list, tuple, np.ndarray)) and len(bound) > 4096:
+            raise ValueError("more than 4096 limits")
+        try:
+            b = np.asarray(bound, np.float64).reshape(-1)
+        except (TypeError, ValueError):
+            raise ValueError(f"limits must be numbers, not {str(bound)[:40]}") from None
+        if len(b) == 1:
+            b = np.repeat(b, width)
+        if len(b) != width:
+            raise ValueError(f"{len(b)} limits for {width} columns")
+        if np.isnan(b).any():
+            raise ValueError("a limit is NaN")
+        bounds.append(b)
+    if (bounds[0] > bounds[1]).any():
+        raise ValueError("a low limit is above its high one")
+    return bounds[0], bounds[1]
 
 
 def _median_ns(times: list[int]) -> int:

@@ -177,6 +177,9 @@ class SegmentWriter:
             names = tuple(stream.names)
             if values.ndim != 2 or values.shape[1] != len(names):
                 raise InvalidInput(f"stream {stream.name}: {len(names)} names for values of shape {values.shape}")
+        meta = dict(stream.meta)
+        if isinstance(stream, ArrayStream) and stream.limits is not None:
+            meta["limits"] = [b.tolist() for b in _limits(stream, values)]
         return StreamInfo(
             name=stream.name,
             kind=kind,
@@ -188,7 +191,7 @@ class SegmentWriter:
             units=stream.units,
             names=names,
             frame=frame,
-            meta=dict(stream.meta),
+            meta=meta,
         ), ts
 
     def _put_images(self, stream: ImageStream) -> tuple[StreamInfo, np.ndarray]:
@@ -301,8 +304,23 @@ def _health(stream: Stream, ts: np.ndarray, arrays: list[tuple[str, np.ndarray, 
     elif isinstance(stream, PoseStream):
         found += health.arrays(stream.name, ts, np.asarray(stream.values), "pose")
     else:
-        arrays.append((stream.name, ts, np.asarray(stream.values)))
+        values = np.asarray(stream.values)
+        arrays.append((stream.name, ts, values))
+        if stream.limits is not None:
+            found += health.out_of_range(stream.name, ts, values, _limits(stream, values))
     return found
+
+
+def _limits(stream: ArrayStream, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A stream's declared limits as one (low, high) a column, checked."""
+    width = int(np.prod(values.shape[1:]))
+    try:
+        limits = health.declared_limits(stream.limits, width)
+    except ValueError as e:
+        raise InvalidInput(f"stream {stream.name}: limits {str(stream.limits)[:60]}: {e} (give (low, high): "
+                           f"numbers, or {width} each)") from None
+    assert limits is not None
+    return limits
 
 
 def _check_frame_sizes(name: str, frames: Sequence[bytes], encoding: str, size: tuple[int, ...]) -> None:

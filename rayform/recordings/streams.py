@@ -110,12 +110,18 @@ class ImageStream:
 
 @dataclass(frozen=True)
 class ArrayStream:
+    """An array per timestamp (joints, forces, actions). ``limits``: ``(low, high)``, the range
+    the values are declared to stay in (numbers, or one a column; a joint's limits, an action's
+    bounds): health's ``out_of_range`` counts the samples outside it. Kept in the manifest as the
+    stream's ``meta["limits"]``."""
+
     name: str
     timestamps: Any
     values: Any
     units: str | None = None
     names: Sequence[str] | None = None
     meta: Mapping[str, Any] = field(default_factory=dict)
+    limits: tuple[Any, Any] | None = None
 
 
 @dataclass(frozen=True)

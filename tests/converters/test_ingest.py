@@ -96,3 +96,35 @@ def test_a_format_without_its_extra_names_the_pip_install(client, monkeypatch):
             client.ingest(fmt, ["x"], "lab", progress=False)
         with pytest.raises(InvalidInput, match=rf"pip install 'rayform\[{extra}\]'"):
             describe(fmt, "x")
+
+
+def test_limits_declared_at_ingest_flag_the_samples_outside_and_a_wrong_name_is_one_line(tmp_path):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    source = _episode(tmp_path / "ep.hdf5")  # normal joints: some past one radian, none past ten
+    env = {**os.environ, "RAYFORM_STORE": str(tmp_path / "store")}
+
+    def rayform_(*args):
+        return subprocess.run([sys.executable, "-m", "rayform.cli.main", "-q", *args], capture_output=True, text=True,
+                              env=env, timeout=300)
+
+    loose = rayform_("ingest", "hdf5", str(source), "--site", "wide", "--fps", "10", "--limits", "joints/position=-10:10")
+    tight = rayform_("ingest", "hdf5", str(source), "--site", "tight", "--fps", "10", "--limits", "joints/position=-1:1")
+    assert loose.returncode == tight.returncode == 0, loose.stderr + tight.stderr
+    report = json.loads(rayform_("doctor", "--json").stdout)
+    [episode] = report["findings"]
+    [finding] = episode["findings"]
+    with h5py.File(source) as f:
+        outside = int((np.abs(f["observations/qpos"][:]) > 1).any(axis=1).sum())
+    assert (episode["site"], finding["kind"], finding["stream"], finding["value"]) == \
+        ("tight", "out_of_range", "joints/position", outside)
+    before = sorted(p.name for p in (tmp_path / "store").rglob("*"))
+    for bad, said in ((["--limits", "nosuch=-1:1"], "its array streams: joints/position, action/value"),
+                      (["--limits", "joints/position=1"], "STREAM=LOW:HIGH"),
+                      (["--limits", "joints/position=1:-1"], "above its high")):
+        r = rayform_("ingest", "hdf5", str(source), "--site", "lab", "--fps", "10", *bad)
+        assert r.returncode == 2 and said in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert sorted(p.name for p in (tmp_path / "store").rglob("*")) == before

@@ -131,3 +131,40 @@ def test_a_late_camera_is_flagged_at_ingest_and_found_by_query(client):
     flagged = client.slices.create(where="'misaligned' in flags")
     assert [s.id for s in flagged.segments] == [late.id] and good.id not in {s.id for s in flagged.segments}
     assert [s.id for s in client.slices.create(where="health.misaligned >= 2.9").segments] == [late.id]
+
+
+def test_values_outside_a_streams_declared_limits_at_ingest_and_by_doctor(client):
+    """A joint declares its limits; three samples past one are flagged out_of_range with their
+    times, at ingest and again by doctor's measuring of the stored segment (the limits are in
+    the manifest); a stream inside its limits, or declaring none, is not."""
+    from rayform import ArrayStream
+    from rayform.ops.doctor import measure
+
+    ts = _ts(200, 50)
+    q = np.tile(np.linspace(-1, 1, 200, dtype=np.float32)[:, None], (1, 3))
+    past = q.copy()
+    past[[40, 41, 90], 1] = 2.5  # a wrap of the encoder, say
+    limits = ([-1.5, -2.0, -1.5], 1.5)  # one a column, or one for all
+    refs = client.segments.add_many([
+        ("lab", "inside", [ArrayStream("joints", ts, q, limits=limits)], {}),
+        ("lab", "past", [ArrayStream("joints", ts, past, limits=limits)], {}),
+        ("lab", "undeclared", [ArrayStream("joints", ts, past)], {}),
+    ])
+    summary = refs[1].row.health
+    [f] = [f for f in summary["findings"] if f["kind"] == "out_of_range"]
+    assert (f["value"], f["start_ns"], f["end_ns"], f["stream"]) == (3, ts[40], ts[90], "joints")
+    flagged = client.slices.create(where="'out_of_range' in flags")
+    assert [s.id for s in flagged.segments] == [refs[1].id]  # not the one inside, nor the one declaring none
+    stored = client.segments.get(refs[1].id)
+    assert stored.streams["joints"].meta["limits"] == [[-1.5, -2.0, -1.5], [1.5, 1.5, 1.5]]
+    assert [g for g in measure(stored)["findings"] if g["kind"] == "out_of_range"] == [f]
+
+
+@pytest.mark.parametrize("limits, said", [((1.0, -1.0), "above its high"), (([0, 0], 1), "2 limits for 3"),
+                                          (("a", 1), "numbers"), ((0,), "(low, high)"), ((float("nan"), 1), "NaN")])
+def test_limits_that_make_no_sense_are_refused_naming_the_stream(client, limits, said):
+    from rayform import ArrayStream
+    from rayform.errors import InvalidInput
+
+    with pytest.raises(InvalidInput, match=rf"stream joints: limits .*{said}"):
+        client.segments.add("lab", "bad", [ArrayStream("joints", _ts(20), np.zeros((20, 3), np.float32), limits=limits)])
