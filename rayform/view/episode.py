@@ -107,10 +107,13 @@ class Episodes:
                 "meta": seg.meta, "start_ns": start, "duration_s": round((end - start) / 1e9, 6), "streams": streams,
                 "latest": (self.latest(seg.id) or (seg.version,))[0], "findings": findings}
 
-    def series(self, segment_id: str, version: str | None) -> dict[str, Any]:
+    def series(self, segment_id: str, version: str | None,
+               window: tuple[float, float] | None = None) -> dict[str, Any]:
         """Each array and pose stream: its times and values (at most ``PLOT_POINTS``: a long
         stream reduced to each bucket's least and greatest value, ``min_max``), the element
-        names; non-finite values as nulls."""
+        names; non-finite values as nulls. ``window``: only the samples from ``start`` to ``end``
+        seconds of the episode (and one each side, so the lines reach its edges), reduced
+        alike: zooming in shows every sample once the window holds few enough."""
         seg = self.segment(segment_id, version)
         start, _ = span_of(seg)
         out = {}
@@ -118,7 +121,12 @@ class Episodes:
             if info.is_image:
                 continue
             t = seg.timestamps(name)
-            values = seg.values(name).reshape(len(t), -1).astype(np.float64)
+            first, end = 0, len(t)
+            if window is not None:
+                first = max(0, int(np.searchsorted(t, start + round(window[0] * 1e9), "left")) - 1)
+                end = min(len(t), int(np.searchsorted(t, start + round(window[1] * 1e9), "right")) + 1)
+            t = t[first:end]
+            values = seg.values(name)[first:end].reshape(len(t), -1).astype(np.float64)
             stride = max(1, -(-len(t) // (PLOT_POINTS // 2)))
             if stride > 1:
                 t, values = min_max(t, values, stride)

@@ -5,7 +5,7 @@ JSON and media routes below, read through the client's cache:
     GET /api/sites                                  sites, with segments and hours
     GET /api/segments?site&task&min&max&where&flagged&sort&desc&offset&limit
     GET /api/segment/{id}[?version]                 streams, task, metadata, frame times
-    GET /api/segment/{id}/series[?version]          every array and pose stream, to plot
+    GET /api/segment/{id}/series[?version&from&to]  every array and pose stream, to plot (from..to s: zoomed)
     GET /api/segment/{id}/frame/{stream}/{i}        a camera's frame (as recorded where it can)
     GET /api/segment/{id}/video/{stream}            a recorded video remuxed to MP4 (ranges served)
     GET /api/slices, /api/slice/{id}                slices; a slice's segments and packs
@@ -82,7 +82,7 @@ def make_app(client: Client) -> Any:
     r.add_get("/api/sites", _json(view.table.sites))
     r.add_get("/api/segments", _json(view.table.page, _filter, _offset, _limit))
     r.add_get("/api/segment/{id}", _json(view.episodes.summary, _segment, _version))
-    r.add_get("/api/segment/{id}/series", _json(view.episodes.series, _segment, _version))
+    r.add_get("/api/segment/{id}/series", _json(view.episodes.series, _segment, _version, _window))
     r.add_get("/api/segment/{id}/frame/{stream:.+}/{index:\\d+}",
               _media(view.episodes.frame, _segment, _version, _stream, _index))
     r.add_get("/api/segment/{id}/video/{stream:.+}", _media(view.episodes.mp4, _segment, _version, _stream, kind="video/mp4"))
@@ -255,6 +255,16 @@ def _number(request: Any, name: str, kind: type, what: str) -> Any:
         return kind(text)
     except ValueError:
         raise InvalidInput(f"{name}={text[:20]!r}: {what}") from None
+
+
+def _window(request: Any) -> tuple[float, float] | None:
+    """``from`` and ``to``: seconds of an episode to plot (a zoom), both or neither."""
+    lo, hi = (_number(request, k, float, "a number of seconds") for k in ("from", "to"))
+    if lo is None and hi is None:
+        return None
+    if lo is None or hi is None or not (math.isfinite(lo) and math.isfinite(hi)) or not lo < hi:
+        raise InvalidInput("from and to: seconds of the episode, from before to (both, or neither)")
+    return float(lo), float(hi)
 
 
 def _offset(request: Any) -> int:

@@ -47,6 +47,9 @@ def test_routes_answer_what_the_store_holds(view_demo):
     ("/api/segments?where=duration%20%3E", 400),
     ("/api/segments?sort=size", 400),
     ("/api/segments?limit=100000", 400),
+    ("/api/segment/seg_000000000000/series?from=3&to=1", 400),  # a zoom's window: from before to
+    ("/api/segment/seg_000000000000/series?from=3", 400),
+    ("/api/segment/seg_000000000000/series?from=nan&to=4", 400),
     ("/api/pack/small/..%2F..%2Fetc", 400),
     ("/api/pack/nosuchslice/fps15-00000000", 404),
     ("/static/../../../etc/passwd", 404),

@@ -332,3 +332,50 @@ def test_the_time_is_in_the_address_and_n_p_step_through_the_list(page, planted_
         page.wait_for_function(f"document.querySelector('#title') && document.querySelector('#title').textContent === "
                                f"'{back}'")
     assert not page.errors, page.errors
+
+
+@pytest.fixture(scope="module")
+def long_recording(tmp_path_factory) -> Iterator[tuple[ViewServer, dict]]:
+    """Twenty minutes of two joints at 100 Hz (120,000 samples) with a spike of 5 samples at 600 s."""
+    client = rayform.Client(tmp_path_factory.mktemp("long") / "store")
+    t = np.arange(120_000, dtype=np.int64) * 10_000_000
+    q = np.stack([np.sin(t / 1e9 / 30), np.cos(t / 1e9 / 45)], axis=1).astype(np.float32)
+    q[60_000:60_005, 1] = 1e6
+    ref = client.segments.add("lab", "twenty-minutes", [rayform.ArrayStream("joints", t, q)])
+    server = ViewServer(client.store.display)
+    yield server, {"id": ref.id, "version": ref.version}
+    server.stop()
+
+
+def test_a_drag_over_a_plot_zooms_every_plot_to_each_sample_and_esc_zooms_out(page, long_recording):
+    server, row = long_recording
+    _open(page, server, f"/segment/{row['id']}?version={row['version']}", "canvas[data-stream='joints']")
+    canvas = "canvas[data-stream='joints']"
+    page.wait_for_function(f"document.querySelector(\"{canvas}\").dataset.points > 0")
+    assert int(page.get_attribute(canvas, "data-stride")) > 1  # the whole episode: each bucket's extremes
+    box = page.locator(canvas).bounding_box()
+    x = lambda seconds, lo=0.0, hi=1199.99: box["x"] + box["width"] * (seconds - lo) / (hi - lo)
+
+    def drag(a: float, b: float, lo: float, hi: float) -> None:
+        page.mouse.move(x(a, lo, hi), box["y"] + 40)
+        page.mouse.down()
+        page.mouse.move(x(b, lo, hi), box["y"] + 40, steps=6)
+        page.mouse.up()
+
+    drag(570.0, 630.0, 0.0, 1199.99)  # a minute of twenty: 6,000 samples, still more than a plot takes
+    page.wait_for_function(f"Math.abs(document.querySelector(\"{canvas}\").dataset.from - 570) < 2")
+    lo, hi = float(page.get_attribute(canvas, "data-from")), float(page.get_attribute(canvas, "data-to"))
+    drag(599.0, 601.0, lo, hi)  # and two seconds of that minute: every sample
+    page.wait_for_function(f"document.querySelector(\"{canvas}\").dataset.stride === '1'")
+    lo, hi = float(page.get_attribute(canvas, "data-from")), float(page.get_attribute(canvas, "data-to"))
+    assert abs(lo - 599.0) < 2 and abs(hi - 601.0) < 2 and hi - lo < 4
+    assert int(page.get_attribute(canvas, "data-points")) == pytest.approx((hi - lo) * 100 + 3, abs=2)
+    assert not page.locator("#zoom-out").is_hidden() and "of 1199.99 s" in page.inner_text("#zoom")
+    page.mouse.move(x(600.02, lo, hi), box["y"] + 40)  # the spike, one sample in 120,000, read under the pointer
+    assert "1 1.0000e+6" in page.inner_text(".readout[data-stream='joints']")
+    page.mouse.click(x(600.5, lo, hi), box["y"] + 40)  # a click in the zoomed plot goes to its time
+    assert abs(float(page.get_attribute("#time", "data-t")) - 600.5) < 0.05
+    page.keyboard.press("Escape")
+    page.wait_for_function(f"document.querySelector(\"{canvas}\").dataset.from === '0.000'")
+    assert int(page.get_attribute(canvas, "data-stride")) > 1 and page.locator("#zoom-out").is_hidden()
+    assert not page.errors, page.errors

@@ -67,6 +67,22 @@ def test_a_long_stream_is_plotted_as_each_buckets_extremes_and_nonfinite_values_
     assert _page(client).series(ref.id, ref.version)["p"]["labels"] == ["x", "y", "z", "qx", "qy", "qz", "qw"]
 
 
+def test_a_zoomed_window_has_every_sample_in_it_and_one_each_side(client, monkeypatch):
+    t = 5_000_000_000 + np.arange(100_000, dtype=np.int64) * 10_000_000  # 1,000 s at 100 Hz
+    v = np.sin(np.arange(100_000) / 500.0)[:, None]
+    v[60_000:60_005, 0] = 1e6
+    ref = client.segments.add("lab", "long", [rayform.ArrayStream("x", t, v)])
+    whole = _page(client).series(ref.id, ref.version)["x"]
+    assert whole["stride"] > 1 and len(whole["t"]) <= episode.PLOT_POINTS
+    s = _page(client).series(ref.id, ref.version, (599.5, 600.5))["x"]
+    assert s["stride"] == 1 and len(s["t"]) == 103  # 101 samples from 599.5 to 600.5 s, and one each side
+    assert s["t"][0] == pytest.approx(599.49) and s["t"][-1] == pytest.approx(600.51)
+    assert s["values"][0][s["t"].index(600.0):s["t"].index(600.04) + 1] == [1e6] * 5
+    monkeypatch.setattr(episode, "PLOT_POINTS", 50)  # a window of more samples than a plot takes: reduced alike
+    s = _page(client).series(ref.id, ref.version, (590.0, 610.0))["x"]
+    assert s["stride"] > 1 and max(s["values"][0]) == 1e6 and len(s["t"]) <= 50
+
+
 def test_frames_are_the_recorded_bytes_or_encoded_from_raw(shared_demo, client):
     demo, s = shared_demo
     seg = s.segment(1)

@@ -18,24 +18,35 @@ function lastAtOrBefore(times, t) {
 }
 
 class Plot {
-  // One array stream: each element shown a line over the segment's time, a cursor at the clock.
-  // Its legend shows or hides an element (the first ten are shown).
-  constructor(name, s, duration, onSeek, flagged = []) {
-    this.s = s; this.duration = duration; this.flagged = flagged;
+  // One array stream: each element shown a line over the episode's time (or the window zoomed
+  // into: ``zoom``, shared by every plot), a cursor at the clock. A click goes to a time, a drag
+  // zooms into the stretch dragged over. Its legend shows or hides an element (the first ten).
+  constructor(name, s, zoom, handlers, flagged = []) {
+    this.name = name; this.s = s; this.zoom = zoom; this.flagged = flagged;
     this.shown = new Set(s.labels.map((_, k) => k).slice(0, plot.COLORS.length));
     this.canvas = el("canvas", { "data-stream": name });
-    this.canvas.addEventListener("click", (e) => {
+    const timeAt = (e) => {
       const box = this.canvas.getBoundingClientRect();
-      onSeek(((e.clientX - box.left) / box.width) * duration);
-    });
+      return zoom.from + ((e.clientX - box.left) / box.width) * (zoom.to - zoom.from);
+    };
+    this.canvas.addEventListener("mousedown", (e) => { this.drag = { x: e.clientX, from: timeAt(e), to: timeAt(e) }; });
+    // the button let go anywhere on the page (the page hands it to every plot: ``release``)
+    this.release = (e) => {
+      if (!this.drag) return;
+      const drag = this.drag; this.drag = null;
+      if (Math.abs(e.clientX - drag.x) > 4) handlers.zoom(Math.min(drag.from, timeAt(e)), Math.max(drag.from, timeAt(e)));
+      else if (e.target === this.canvas) handlers.seek(drag.from);
+      this.draw(this.t || 0);
+    };
     // the values under the pointer: the sample nearest its time, each element shown
     this.readout = el("div", { class: "readout muted", "data-stream": name }, "\u00a0");
     this.canvas.addEventListener("mousemove", (e) => {
-      const box = this.canvas.getBoundingClientRect();
-      const t = ((e.clientX - box.left) / box.width) * duration, i = lastAtOrBefore(s.t, t);
-      const k = i + 1 < s.t.length && s.t[i + 1] - t < t - s.t[i] ? i + 1 : i;
-      this.readout.textContent = `${s.t[k].toFixed(3)} s  ` + [...this.shown].map((j) =>
-        `${s.labels[j]} ${s.values[j][k] === null ? "—" : Number(s.values[j][k]).toPrecision(5)}`).join("  ");
+      const t = timeAt(e), times = this.s.t, i = lastAtOrBefore(times, t);
+      if (this.drag) { this.drag.to = t; this.draw(this.t || 0); }
+      if (!times.length) return;
+      const k = i + 1 < times.length && times[i + 1] - t < t - times[i] ? i + 1 : i;
+      this.readout.textContent = `${times[k].toFixed(3)} s  ` + [...this.shown].map((j) =>
+        `${this.s.labels[j]} ${this.s.values[j][k] === null ? "—" : Number(this.s.values[j][k]).toPrecision(5)}`).join("  ");
     });
     const legend = el("div", { class: "legend" }, s.labels.map((label, k) => {
       const item = el("span", { class: this.shown.has(k) ? "on" : "off", style: `color:${plot.color(k)}`,
@@ -54,29 +65,40 @@ class Plot {
     this.base = null;
   }
 
+  // new values to draw (a zoom's window fetched), the elements shown kept
+  replace(s) { this.s = s; this.base = null; }
+
   draw(t) {
     this.t = t;
-    const c = this.canvas, r = plot.ratio();
+    const c = this.canvas, r = plot.ratio(), { from, to } = this.zoom;
     const w = Math.max(200, c.clientWidth) * r, h = 150 * r;
-    if (!this.base || this.base.width !== w) this.base = this.render(w, h);
+    if (!this.base || this.base.width !== w || this.base.window !== `${from}:${to}`) this.base = this.render(w, h);
     const { g } = plot.sized(c, 150);
     g.drawImage(this.base, 0, 0);
-    const x = (t / Math.max(this.duration, 1e-9)) * w;
-    plot.segment(g, x, 0, x, h, "#000", 1.5 * r);
-    c.dataset.cursorX = x.toFixed(1);
+    const X = plot.scale(from, Math.max(to, from + 1e-9), 0, w);
+    if (t >= from && t <= to) plot.segment(g, X(t), 0, X(t), h, "#000", 1.5 * r);
+    if (this.drag) {  // the stretch being dragged over
+      g.fillStyle = "rgba(31, 119, 180, 0.2)";
+      g.fillRect(Math.min(X(this.drag.from), X(this.drag.to)), 0, Math.abs(X(this.drag.to) - X(this.drag.from)), h);
+    }
+    c.dataset.cursorX = X(t).toFixed(1);
+    c.dataset.from = from.toFixed(3); c.dataset.to = to.toFixed(3);
+    c.dataset.points = this.s.t.length; c.dataset.stride = this.s.stride;
   }
 
   render(w, h) {
     const base = document.createElement("canvas");
-    base.width = w; base.height = h;
+    base.width = w; base.height = h; base.window = `${this.zoom.from}:${this.zoom.to}`;
     const g = base.getContext("2d");
     const shown = this.s.values.map((column, k) => [column, k]).filter(([, k]) => this.shown.has(k));
     const [lo, hi] = plot.extent(shown.map(([column]) => column));
-    const pad = 6, X = plot.scale(0, Math.max(this.duration, 1e-9), 0, w), Y = plot.scale(lo, hi, h - pad, pad);
+    const pad = 6, X = plot.scale(this.zoom.from, Math.max(this.zoom.to, this.zoom.from + 1e-9), 0, w);
+    const Y = plot.scale(lo, hi, h - pad, pad);
     g.fillStyle = "rgba(220, 40, 40, 0.18)";  // the time ranges a health signal flags in this stream
     for (const f of this.flagged) {
       const x0 = X(f.from_s), x1 = X(f.to_s);
-      g.fillRect(Math.min(x0, w - 3), 0, Math.max(3, x1 - x0), h);
+      if (x1 < 0 || x0 > w) continue;
+      g.fillRect(Math.min(Math.max(x0, 0), w - 3), 0, Math.max(3, Math.min(x1, w) - Math.max(x0, 0)), h);
     }
     plot.text(g, hi.toPrecision(4), 2, 12, "#888", 10);
     plot.text(g, lo.toPrecision(4), 2, h - 2, "#888", 10);
@@ -155,8 +177,27 @@ export async function episodePage(main, id, version, startAt = 0) {
   const duration = Math.max(summary.duration_s, 1e-6);
   const cams = summary.streams.filter((s) => s.kind === "image").map((s) => new Camera(summary, s, clock));
   const findings = summary.findings || [];
-  const plots = Object.entries(series).map(([name, s]) => new Plot(name, s, duration, (t) => seek(t),
-    findings.filter((f) => f.stream === name)));
+  const zoom = { from: 0, to: duration, asked: 0 };
+  const plots = Object.entries(series).map(([name, s]) => new Plot(name, s, zoom,
+    { seek: (t) => seek(t), zoom: (a, b) => zoomTo(a, b) }, findings.filter((f) => f.stream === name)));
+  const zoomOut = el("button", { id: "zoom-out", title: "the whole episode again (Esc)", hidden: true,
+    onclick: () => zoomTo(0, duration) }, "zoom out");
+  const zoomed = el("span", { id: "zoom", class: "muted" });
+  // a drag over a plot: every plot shows that stretch, its samples fetched again (as many as the
+  // window holds, up to the page's budget: zoomed far enough, each one)
+  async function zoomTo(from, to) {
+    from = Math.max(0, from); to = Math.min(duration, to);
+    if (!(to - from > 1e-6)) return;
+    const asked = ++zoom.asked, whole = from <= 0 && to >= duration;
+    const fresh = whole ? series : await api(`/api/segment/${encodeURIComponent(summary.id)}/series${q(
+      { version: summary.version, from: from.toFixed(6), to: to.toFixed(6) })}`);
+    if (asked !== zoom.asked) return;  // a later zoom came first
+    zoom.from = from; zoom.to = to;
+    for (const p of plots) if (fresh[p.name]) p.replace(fresh[p.name]);
+    zoomOut.hidden = whole;
+    zoomed.textContent = whole ? "" : `showing ${from.toFixed(2)}–${to.toFixed(2)} s of ${duration.toFixed(2)} s · `;
+    render();
+  }
   // every flagged time range under the slider; the list of findings, each a link to its time
   const flagBar = el("div", { class: "flag-bar", id: "flag-bar" }, findings.filter((f) => f.to_s > 0).map((f) =>
     el("span", { class: "flag-range", "data-kind": f.kind, title: `${f.kind} ${f.stream}`,
@@ -238,12 +279,16 @@ export async function episodePage(main, id, version, startAt = 0) {
     else if (e.key === "p") neighbour(-1);
     else if (e.key === "Home") seek(0);
     else if (e.key === "End") seek(duration);
+    else if (e.key === "Escape" && !zoomOut.hidden) zoomTo(0, duration);
   };
+  const release = (e) => { for (const p of plots) p.release(e); };
   document.addEventListener("keydown", keys);
+  document.addEventListener("mouseup", release);
   window.addEventListener("resize", render);
   const teardown = () => {
     clock.playing = false; cancelAnimationFrame(frame);
-    document.removeEventListener("keydown", keys); window.removeEventListener("resize", render);
+    document.removeEventListener("keydown", keys); document.removeEventListener("mouseup", release);
+    window.removeEventListener("resize", render);
   };
   const meta = el("dl", { class: "meta", id: "meta" }, Object.entries(summary.meta).map(([k, v]) =>
     [el("dt", {}, k), el("dd", {}, typeof v === "string" ? v : JSON.stringify(v))]));
@@ -261,7 +306,9 @@ export async function episodePage(main, id, version, startAt = 0) {
     flagBar, health,
     el("div", { class: "muted" }, "keys: ", el("span", { class: "kbd" }, "space"), " play · ",
       el("span", { class: "kbd" }, "← →"), " a frame · ", el("span", { class: "kbd" }, "shift ← →"), " a second · ",
-      el("span", { class: "kbd" }, "n p"), " the next or previous episode of the list · click a plot to go there"),
+      el("span", { class: "kbd" }, "n p"), " the next or previous episode of the list · click a plot to go there, "
+      + "drag over one to zoom in (", el("span", { class: "kbd" }, "Esc"), " out)"),
+    plots.length ? el("div", { class: "zoom" }, zoomed, zoomOut) : null,
     el("div", { class: "cameras" }, cams.map((c) => c.node)),
     plots.map((p) => p.node),
     Object.keys(summary.meta).length ? [el("h2", {}, "Metadata"), meta] : null,
