@@ -34,6 +34,7 @@ stream the site usually has and the episode lacks) are ``rayform doctor``'s, fro
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -103,16 +104,19 @@ def frames(name: str, ts: np.ndarray, encoded: Sequence[bytes | memoryview] | np
         same = np.all(flat[1:] == flat[:-1], axis=1) if len(flat) > 1 else np.zeros(0, bool)
         blank = flat.std(axis=1) < 1.0 if flat.dtype.kind in "ui" else np.zeros(len(flat), bool)
     else:
-        same = np.array([encoded[i] == encoded[i - 1] for i in range(1, len(encoded))], bool)  # bytes compared, not copied
-        sizes = np.fromiter((len(f) for f in encoded), np.int64, len(encoded))
-        blank = np.zeros(len(encoded), bool)
+        sizes = np.fromiter(map(len, encoded), np.int64, len(encoded))
+        same = np.zeros(max(0, len(encoded) - 1), bool)
+        for i in np.flatnonzero(sizes[1:] == sizes[:-1]).tolist():  # only frames of one size can be the same
+            same[i] = encoded[i + 1] == encoded[i]  # bytes compared, not copied
+        blank = None
         median = float(np.partition(sizes, len(sizes) // 2)[len(sizes) // 2])
         if sizes.min() < (1 - _SMALL) * median:  # only then is a frame far smaller than its stream's median
+            blank = np.zeros(len(encoded), bool)
             small = median - max(6 * _MAD * float(np.median(np.abs(sizes - median))), _SMALL * median)
             for i in np.flatnonzero(sizes < small):  # ... decoded, to see
                 blank[i] = _featureless(encoded[int(i)])
-    out = [*_frozen(name, ts, same)]
-    if blank.any():
+    out = _frozen(name, ts, same)
+    if blank is not None and blank.any():
         at = np.flatnonzero(blank)
         out.append(Finding("blank", name, float(len(at)), int(ts[at[0]]), int(ts[at[-1]])))
     return out
@@ -156,12 +160,12 @@ def spans(streams: Mapping[str, np.ndarray]) -> list[Finding]:
     its end before the median of their ends, whichever is more, with the stretch it misses. A
     stream of one value (a static transform, a setting) spans no time and is left out."""
     ends = {name: (int(ts[0]), int(ts[-1])) for name, ts in streams.items() if len(ts) >= 2}
+    if len(ends) < 2:
+        return []
+    starts, stops = sorted(s for s, _ in ends.values()), sorted(e for _, e in ends.values())
     out = []
     for name, (first, last) in ends.items():
-        others = [span for other, span in ends.items() if other != name]
-        if not others:
-            continue
-        start, end = _median_ns([s for s, _ in others]), _median_ns([e for _, e in others])
+        start, end = _median_without(starts, first), _median_without(stops, last)
         late, early = first - start, end - last
         if max(late, early) > 0:
             span = (start, first) if late >= early else (last, end)
@@ -210,12 +214,16 @@ def declared_limits(limits: Any, width: int) -> tuple[np.ndarray, np.ndarray] | 
     return bounds[0], bounds[1]
 
 
-def _median_ns(times: list[int]) -> int:
-    """The median of a handful of times in ns, exactly (numpy's costs 20 µs a call and rounds
-    through float64; an episode asks two a stream)."""
-    times = sorted(times)
-    mid = len(times) // 2
-    return times[mid] if len(times) % 2 else (times[mid - 1] + times[mid]) // 2
+def _median_without(times: list[int], one: int) -> int:
+    """The median of sorted ``times`` with one ``one`` left out (the others' median, for each of
+    them in turn), exactly in ns: no list rebuilt a stream, no float64 rounding."""
+    gone = bisect.bisect_left(times, one)
+    n = len(times) - 1
+
+    def at(j: int) -> int:  # the j-th of the others
+        return times[j if j < gone else j + 1]
+
+    return at(n // 2) if n % 2 else (at(n // 2 - 1) + at(n // 2)) // 2
 
 
 def arrays(name: str, ts: np.ndarray, values: np.ndarray, kind: str = "array") -> list[Finding]:
@@ -241,7 +249,7 @@ def arrays_together(streams: Sequence[tuple[str, np.ndarray, np.ndarray]]) -> li
     for members in groups.values():
         ts = members[0][1]
         flat = np.concatenate([v.reshape(len(v), -1).astype(np.float64) for _, _, v in members], axis=1)
-        widths = [int(np.prod(v.shape[1:])) for _, _, v in members]
+        widths = [v[0].size for _, _, v in members]
         owner = np.repeat(np.arange(len(members)), widths)
         floating = np.repeat([v.dtype.kind == "f" for _, _, v in members], widths)
         finite = np.isfinite(flat)
@@ -253,12 +261,11 @@ def arrays_together(streams: Sequence[tuple[str, np.ndarray, np.ndarray]]) -> li
                 lo = np.where(finite, flat, np.inf).min(axis=0)
                 hi = np.where(finite, flat, -np.inf).max(axis=0)
         if len(ts) >= 10:  # a handful of steps proves nothing
-            stuck = hi - lo <= 0
-            for k, (name, _, v) in enumerate(members):
+            stuck = np.add.reduceat(hi - lo <= 0, np.cumsum([0, *widths[:-1]])).tolist()  # a member's stuck elements
+            for k, (name, _, _) in enumerate(members):
                 # a scalar stream constant over an episode is a setting or a flag (RLDS's discount)
-                count = int(stuck[owner == k].sum()) if v[0].size > 1 else 0
-                if count:
-                    out.append(Finding("constant", name, float(count), int(ts[0]), int(ts[-1])))
+                if stuck[k] and widths[k] > 1:
+                    out.append(Finding("constant", name, float(stuck[k]), int(ts[0]), int(ts[-1])))
         moving = floating & everywhere & (hi > lo)  # finite everywhere, not constant
         if len(ts) >= _WINDOW and moving.any():
             columns = flat[:, moving]
@@ -274,17 +281,31 @@ def arrays_together(streams: Sequence[tuple[str, np.ndarray, np.ndarray]]) -> li
 def _running_median(x: np.ndarray) -> np.ndarray:
     """Each column's running median over ``_WINDOW`` samples (its ends held), all columns at once."""
     pad = _WINDOW // 2
-    padded = np.concatenate([np.repeat(x[:1], pad, axis=0), x, np.repeat(x[-1:], pad, axis=0)])
-    windows = np.lib.stride_tricks.sliding_window_view(padded, _WINDOW, axis=0)  # (n, columns, window)
-    median: np.ndarray = np.partition(windows, _WINDOW // 2, axis=-1)[..., _WINDOW // 2]  # an odd window: its middle
+    padded = np.concatenate([x[:1].repeat(pad, axis=0), x, x[-1:].repeat(pad, axis=0)])
+    # (columns, n, window), each window a row of its own: one gather, then one partition (numpy's
+    # window views cost more in checks than the partition on an episode's few hundred rows)
+    windows = padded.T[:, np.arange(len(x))[:, None] + np.arange(_WINDOW)]
+    median: np.ndarray = np.partition(windows, pad, axis=-1)[..., pad].T  # an odd window: its middle
     return median
+
+
+def _column_medians(x: np.ndarray) -> np.ndarray:
+    """Each column's median (no NaN here), as ``np.median(x, axis=0)``: one partition, without
+    the bookkeeping that makes numpy's cost more than the sort on an episode's few rows."""
+    n = len(x)
+    if n % 2:
+        middle: np.ndarray = np.partition(x, n // 2, axis=0)[n // 2]
+        return middle
+    both = np.partition(x, (n // 2 - 1, n // 2), axis=0)
+    mean: np.ndarray = (both[n // 2 - 1] + both[n // 2]) / 2
+    return mean
 
 
 def _robust_peaks(r: np.ndarray, floor: np.ndarray) -> tuple[float, int, int]:
     """The largest robust z over every column of ``r`` (``_robust_peak``'s, each its own scale, at
     least its ``floor``), and its row and column."""
-    dev = np.abs(r - np.median(r, axis=0))
-    scale = np.maximum(_MAD * np.median(dev, axis=0), floor)
+    dev = np.abs(r - _column_medians(r))
+    scale = np.maximum(_MAD * _column_medians(dev), floor)
     scale = np.where(scale > 0, scale, dev.mean(axis=0))
     z = np.divide(dev, scale, out=np.zeros_like(dev), where=scale > 0)
     row, column = np.unravel_index(int(np.argmax(z)), z.shape)
