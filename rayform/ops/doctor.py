@@ -147,7 +147,7 @@ def check(table: Any, measured: Callable[[list[tuple[str, str]]], Iterable[dict[
         found = [f for f in summary["findings"] if thresholds.crossed(r["site"], f)]
         if found:
             findings[row] = found
-    for row, found in _population(table).items():
+    for row, found in population(table).items():
         findings.setdefault(row, []).extend(found)
     at = sorted(findings)
     shown = table.take(pa.array(at, pa.int64())).select(["id", "name", "site", "version", "start_ns"]).to_pylist()
@@ -155,7 +155,7 @@ def check(table: Any, measured: Callable[[list[tuple[str, str]]], Iterable[dict[
             for i, r in zip(at, shown)]
 
 
-def _population(table: Any) -> dict[int, list[dict[str, Any]]]:
+def population(table: Any) -> dict[int, list[dict[str, Any]]]:
     """Findings that need the population: lengths far from their site and task's, and streams
     most of a site's episodes have that one lacks. A row that does not know its length or its
     streams (a per-segment ref's, from before catalogs) is neither counted nor judged."""

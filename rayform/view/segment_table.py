@@ -70,6 +70,7 @@ class SegmentTable:
         self._parts: tuple[str, ...] | None = None
         self._listings: OrderedDict[Filter, tuple[Any, np.ndarray]] = OrderedDict()
         self._usual_streams: dict[str, frozenset[str]] = {}
+        self._population: tuple[Any, dict[int, list[dict[str, Any]]]] | None = None  # (of table, findings)
 
     def table(self) -> Any:
         with self._lock:
@@ -100,9 +101,15 @@ class SegmentTable:
         import pyarrow as pa
 
         table, listed = self._listing(f)
-        rows = [_shown(r) for r in table.take(pa.array(listed[offset:offset + limit])).to_pylist()]
-        for row in rows:  # a stream most of its site's segments have and it lacks: a broken recording?
+        shown = listed[offset:offset + limit]
+        rows = [_shown(r) for r in table.take(pa.array(shown)).to_pylist()]
+        population = self.population()
+        for i, row in zip(shown.tolist(), rows):
+            # a stream most of its site's segments have and it lacks: a broken recording?
             row["missing"] = sorted(self._usual(row["site"]) - set(row["streams"]))
+            for finding in population.get(i, ()):  # what only the site's others tell (doctor's)
+                row["findings"].append(finding)
+                row["flags"] = sorted({*row["flags"], finding["kind"]})
         return {"total": len(listed), "offset": offset, "rows": rows, "signals": list(health.KINDS)}
 
     def latest(self, segment_id: str) -> tuple[str, str | None] | None:
@@ -120,9 +127,33 @@ class SegmentTable:
         that is not the latest, or one not measured)."""
         import pyarrow.compute as pc
 
-        table = self.table().select(["id", "version", "health"])
-        mine = table.filter(pc.equal(table.column("id"), segment_id)).to_pylist()
-        return findings_of(_parsed(mine[0]["health"])) if mine and mine[0]["version"] == version else []
+        table = self.table()
+        at = pc.index(table.column("id"), segment_id).as_py()
+        if at < 0:
+            return []
+        mine = table.slice(at, 1).select(["version", "health"]).to_pylist()[0]
+        if mine["version"] != version:
+            return []
+        return findings_of(_parsed(mine["health"])) + self.population().get(at, [])
+
+    def population(self) -> dict[int, list[dict[str, Any]]]:
+        """The findings only a site's other episodes tell (``ops.doctor.population``: an episode
+        far shorter or longer than its site and task's, a stream the site's episodes have and it
+        lacks), by row of the table, each over the whole episode; computed once a table."""
+        from rayform.ops.doctor import population
+
+        table = self.table()
+        with self._lock:
+            if self._population is not None and self._population[0] is table:
+                return self._population[1]
+        told = population(table)
+        rows = sorted(told)
+        spans = table.select(["start_ns", "end_ns"]).take(rows).to_pylist() if rows else []
+        found = {row: [{**f, "start_ns": span["start_ns"] or 0, "end_ns": span["end_ns"] or 0} for f in told[row]]
+                 for row, span in zip(rows, spans)}
+        with self._lock:
+            self._population = (table, found)
+        return found
 
     def _usual(self, site: str) -> frozenset[str]:
         """The streams most segments of ``site`` have (of the first ``USUAL_OF``)."""
@@ -164,7 +195,9 @@ class SegmentTable:
             keep &= _mask(pc.less_equal(duration, f.max_duration))
         flags = pc.fill_null(pc.list_value_length(table.column("flags")), 0)
         if f.flagged:
-            keep &= _mask(pc.greater(flags, 0))
+            told = np.zeros(table.num_rows, bool)
+            told[list(self.population())] = True
+            keep &= _mask(pc.greater(flags, 0)) | told
         rows = np.flatnonzero(keep)
         if f.where:  # evaluated over the rows left (a query on metadata parses each row's JSON)
             left = table if len(rows) == table.num_rows else table.take(pa.array(rows))

@@ -335,6 +335,38 @@ def test_the_time_is_in_the_address_and_n_p_step_through_the_list(page, planted_
 
 
 @pytest.fixture(scope="module")
+def real_planted_view(tmp_path_factory) -> Iterator[tuple[ViewServer, dict[str, tuple[str, float]]]]:
+    """1,000 episodes of real footage with two of each of ten planted kinds (``planted.real_store``)."""
+    from planted import real_store
+
+    client, where = real_store(tmp_path_factory.mktemp("real-planted") / "store")
+    server = ViewServer(client.store.display)
+    yield server, where
+    server.stop()
+
+
+def test_each_planted_kind_among_a_thousand_real_episodes_is_a_few_clicks_away(page, real_planted_view):
+    """The flagged filter lists the planted episodes and nothing else (those only the site's other
+    episodes tell too: a stub, a camera lacking); from the list, an episode of each kind opens
+    with its finding named and its time range marked (the whole episode, for those of it all)."""
+    server, where = real_planted_view
+    _open(page, server, "/segments", "#segments tr.row")
+    page.check("#flagged-only")
+    page.click("#filters button")
+    page.wait_for_function(f"(document.querySelector('#count') || {{}}).textContent === '1–{len(where)} of {len(where)}'")
+    rows = page.locator("#segments tr.row td a")
+    assert set(rows.all_inner_texts()) == set(where)
+    first_of_kind = {kind: name for name, (kind, _) in sorted(where.items(), reverse=True)}
+    for kind, name in sorted(first_of_kind.items()):
+        page.locator("#segments tr.row td a", has_text=name).click()
+        page.wait_for_selector(f"#health .finding[data-kind='{kind}']")
+        assert page.locator(f"#flag-bar .flag-range[data-kind='{kind}']").count() >= 1, (name, kind)
+        page.go_back()
+        page.wait_for_selector("#segments tr.row")
+    assert not page.errors, page.errors
+
+
+@pytest.fixture(scope="module")
 def long_recording(tmp_path_factory) -> Iterator[tuple[ViewServer, dict]]:
     """Twenty minutes of two joints at 100 Hz (120,000 samples) with a spike of 5 samples at 600 s."""
     client = rayform.Client(tmp_path_factory.mktemp("long") / "store")
