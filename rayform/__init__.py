@@ -31,13 +31,14 @@ _PUBLIC = {
     "PoseStream": "rayform.recordings.streams", "VideoStream": "rayform.recordings.streams",
     "ShardCache": "rayform.cache.directory", "CachedStore": "rayform.cache.store_view", "Store": "rayform.store.store",
     "Retry": "rayform.store.retry",
+    "doctor": "rayform.ops.diagnosis",
 }
 
 __all__ = [
     "ArrayStream", "CachedStore", "Client", "ImageStream", "IntegrityError", "InvalidInput", "Malformed", "NotFound",
     "OfflineError", "Pack", "PackNotFound", "PackSpec", "PoseStream", "RayformError", "Retry", "Segment", "SegmentNotFound",
     "SegmentRef", "ShardCache", "Slice", "SliceNotFound", "Store", "StoreError", "StreamNotFound", "VideoStream",
-    "__version__",
+    "__version__", "doctor",
 ]
 
 if TYPE_CHECKING:
@@ -59,6 +60,7 @@ if TYPE_CHECKING:
         StoreError,
         StreamNotFound,
     )
+    from rayform.ops.diagnosis import doctor
     from rayform.pack import Pack, PackSpec
     from rayform.recordings.segment_reader import Segment
     from rayform.recordings.segment_writer import SegmentRef

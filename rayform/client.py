@@ -87,20 +87,3 @@ class Client:
 
         return ingest(self, fmt, list(sources), site, options=options, slice_name=slice_name,
                       run=Run(executor, workers, progress))
-
-    @raised_here
-    def doctor(self, slice_: Slice | str | None = None, *, site: str | None = None,
-               thresholds: Mapping[str, float] | None = None, executor: Executor | None = None,
-               workers: int | None = None, progress: bool = True) -> Any:
-        """The episodes a health signal flags, in slice ``slice_`` (its name or id), at ``site``,
-        or in the whole store, as ``rayform doctor`` says them: a ``Diagnosis`` (``.flagged``,
-        each with its findings; ``.kinds``; ``.measured_now``). ``thresholds`` (signal -> value)
-        flag from other values than the ingest's. Segments ingested before health signals are
-        measured now, on ``executor`` (any ``concurrent.futures.Executor``, e.g. a Dask cluster's)
-        or a process pool of ``workers``."""
-        from rayform.jobs import Run
-        from rayform.ops.diagnosis import diagnose
-        from rayform.ops.doctor import Thresholds
-
-        name = slice_.id if isinstance(slice_, Slice) else slice_
-        return diagnose(self, name, site, Thresholds(dict(thresholds or {})), Run(executor, workers, progress))

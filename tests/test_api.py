@@ -10,7 +10,7 @@ PUBLIC = [
     "ArrayStream", "CachedStore", "Client", "ImageStream", "IntegrityError", "InvalidInput", "Malformed",
     "NotFound", "OfflineError", "Pack", "PackNotFound", "PackSpec", "PoseStream", "RayformError", "Retry", "Segment",
     "SegmentNotFound", "SegmentRef", "ShardCache", "Slice", "SliceNotFound", "Store", "StoreError",
-    "StreamNotFound", "VideoStream", "__version__",
+    "StreamNotFound", "VideoStream", "__version__", "doctor",
 ]
 TORCH = ["Action", "ClipBatchSampler", "EpisodeDataset", "Retry", "SampleSpec", "ShuffleConfig", "Split",
          "StreamingEpisodeDataset", "World"]

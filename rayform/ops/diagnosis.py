@@ -1,4 +1,4 @@
-"""``client.doctor(...)``: the flagged episodes of a slice, a site or the whole store, from the
+"""``rayform.doctor(client, ...)``: the flagged episodes of a slice, a site or the whole store, from the
 catalog; segments ingested before health signals are measured now, on any
 ``concurrent.futures.Executor`` (a Dask or Ray cluster's) or a pool of ours (``rayform.jobs``).
 ``rayform doctor`` prints what this returns."""
@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any
 
-from rayform.errors import InvalidInput
+from rayform.errors import InvalidInput, raised_here
 from rayform.jobs import JobRunner, Run
-from rayform.ops import doctor
+from rayform.ops import doctor as doctor_module
 from rayform.recordings.segment_writer import check_site
 
 PER_PROCESS = 50  # unmeasured segments that one process measures faster than a pool starts
@@ -27,7 +28,7 @@ class Diagnosis:
 
     episodes: int
     measured_now: int
-    flagged: list[doctor.Checked] = field(default_factory=list)
+    flagged: list[doctor_module.Checked] = field(default_factory=list)
 
     @property
     def kinds(self) -> dict[str, int]:
@@ -35,8 +36,21 @@ class Diagnosis:
         return dict(sorted(Counter(f["kind"] for c in self.flagged for f in c.findings).items()))
 
 
+@raised_here
+def doctor(client: Any, slice_: Any = None, *, site: str | None = None, thresholds: Mapping[str, float] | None = None,
+           executor: Executor | None = None, workers: int | None = None, progress: bool = True) -> Diagnosis:
+    """The episodes a health signal flags in a ``rayform.Client``'s store: in slice ``slice_`` (a
+    Slice, or its name or id), at ``site``, or everywhere, as ``rayform doctor`` says them.
+    ``thresholds`` (signal -> value) flag from other values than the ingest's. Segments ingested
+    before health signals are measured now, on ``executor`` (any ``concurrent.futures.Executor``,
+    e.g. a Dask cluster's) or a process pool of ``workers``."""
+    name = getattr(slice_, "id", slice_)
+    return diagnose(client, name, site, doctor_module.Thresholds(dict(thresholds or {})),
+                    Run(executor, workers, progress))
+
+
 def diagnose(client: Any, slice_name: str | None = None, site: str | None = None,
-             thresholds: doctor.Thresholds | None = None, run: Run | None = None) -> Diagnosis:
+             thresholds: doctor_module.Thresholds | None = None, run: Run | None = None) -> Diagnosis:
     """The flagged episodes of slice ``slice_name``, of ``site``, or of the store. Segments whose
     catalog row has no health (ingested before signals) are measured on ``run.executor``, else a
     pool of ``run.workers`` processes (default: every core past ``PER_PROCESS`` of them)."""
@@ -53,10 +67,10 @@ def diagnose(client: Any, slice_name: str | None = None, site: str | None = None
     def measured(versions: list[tuple[str, str]]) -> Iterator[dict[str, Any]]:
         ref = client.store.ref
         with JobRunner(run.executor, workers) as jobs:
-            yield from _bar(jobs.each(doctor.measure_stored, [(ref, sid, v) for sid, v in versions]),
+            yield from _bar(jobs.each(doctor_module.measure_stored, [(ref, sid, v) for sid, v in versions]),
                             len(versions), run.progress)
 
-    return Diagnosis(table.num_rows, unmeasured, doctor.check(table, measured, thresholds))
+    return Diagnosis(table.num_rows, unmeasured, doctor_module.check(table, measured, thresholds))
 
 
 def _of_slice(client: Any, name: str) -> Any:

@@ -137,10 +137,10 @@ class SegmentTable:
         return findings_of(_parsed(mine["health"])) + self.population().get(at, [])
 
     def population(self) -> dict[int, list[dict[str, Any]]]:
-        """The findings only a site's other episodes tell (``ops.doctor.population``: an episode
+        """The findings only a site's other episodes tell (``recordings.population``: an episode
         far shorter or longer than its site and task's, a stream the site's episodes have and it
         lacks), by row of the table, each over the whole episode; computed once a table."""
-        from rayform.ops.doctor import population
+        from rayform.recordings.population import population
 
         table = self.table()
         with self._lock:

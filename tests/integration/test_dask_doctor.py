@@ -1,4 +1,4 @@
-"""``client.doctor`` on a Dask LocalCluster: segments ingested before health signals are measured
+"""``rayform.doctor`` on a Dask LocalCluster: segments ingested before health signals are measured
 on the cluster's workers, and the findings are the ones one process finds."""
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ def test_doctor_measures_a_store_from_before_health_signals_on_a_dask_cluster(tm
     client.segments.add_many(batch)
     without_health(client)
 
-    alone = client.doctor(site="lab", workers=1, progress=False)
+    alone = rayform.doctor(client, site="lab", workers=1, progress=False)
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
             distributed.Client(cluster) as dask:
-        on_dask = client.doctor(site="lab", executor=dask.get_executor(), progress=False)
+        on_dask = rayform.doctor(client, site="lab", executor=dask.get_executor(), progress=False)
         ran = dask.run(lambda dask_worker: dask_worker.state.executed_count)
     assert on_dask.measured_now == alone.measured_now == 14
     assert {c.name for c in on_dask.flagged} == {"planted_spike", "planted_frozen"}

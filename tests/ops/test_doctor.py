@@ -134,7 +134,7 @@ def test_rows_that_do_not_know_their_length_or_streams_are_neither_counted_nor_j
     """Rows of per-segment refs (stores from before catalogs) have no duration and no streams."""
     import pyarrow as pa
 
-    from rayform.ops.doctor import population
+    from rayform.recordings.population import population
 
     known = 10
     table = pa.table({

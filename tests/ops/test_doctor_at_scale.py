@@ -1,5 +1,5 @@
 """Health at the scale the issue tells it: 1,000 episodes of real footage, two episodes of each
-of the ten planted kinds among them (``planted.real_store``). ``client.doctor`` flags every
+of the ten planted kinds among them (``planted.real_store``). ``rayform.doctor`` flags every
 planted episode with its kind and time, and at most 1% of the clean ones."""
 
 from __future__ import annotations
@@ -7,13 +7,15 @@ from __future__ import annotations
 import pytest
 from planted import EPISODES, KINDS, real_store
 
+import rayform
+
 
 @pytest.mark.slow
 def test_doctor_finds_every_planted_kind_among_a_thousand_real_episodes_and_few_clean_ones(tmp_path):
     client, where = real_store(tmp_path / "store")
     assert len(where) == 2 * len(KINDS)
 
-    found = client.doctor(site="lab", progress=False)
+    found = rayform.doctor(client, site="lab", progress=False)
     assert found.episodes == EPISODES and found.measured_now == 0
     by_name = {c.name: c for c in found.flagged}
     for name, (kind, at) in where.items():
