@@ -86,11 +86,15 @@ def held() -> Iterator[None]:
     masked = hasattr(signal, "pthread_sigmask")
     if masked:
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-    previous = signal.signal(signal.SIGINT, lambda signum, _frame: came.append(signum))
+    # a handler set from C (an embedding program's) cannot be put back from Python: left as it is
+    previous = signal.getsignal(signal.SIGINT)
+    if previous is not None:
+        signal.signal(signal.SIGINT, lambda signum, _frame: came.append(signum))
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
         if masked:
             signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # one pending reaches ``previous`` now
         if came:
