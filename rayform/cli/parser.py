@@ -55,6 +55,7 @@ def parser() -> argparse.ArgumentParser:
     from rayform.cli import cache_commands as cc
     from rayform.cli import commands as c
     from rayform.cli import doctor_command as dc
+    from rayform.cli import ingest_command as ic
     from rayform.cli import segment_commands as sc
     from rayform.codec.codecs import JPEG_DISTANCE_DB, VIDEO
     from rayform.converters.formats import FORMATS
@@ -197,7 +198,7 @@ def parser() -> argparse.ArgumentParser:
                      help="lerobot: decode its videos into JPEG frames (default: keep the video as recorded)")
     ing.add_argument("--workers", type=_whole(1), help="sources converted at once (default: all cores)")
     ing.add_argument("--list", action="store_true", help="show what each source holds; convert nothing")
-    ing.set_defaults(run=c.ingest)
+    ing.set_defaults(run=ic.run)
 
     pl = _command(sub, common, "pull", help="fetch a slice's packs into the cache, for RAYFORM_OFFLINE=1")
     pl.add_argument("slice", help="the slice: its id (slc_…) or name")
