@@ -24,17 +24,13 @@ import numpy as np
 from video import real_frames
 
 from rayform.codec import imagecodec
+from rayform.codec.video import psnr
 
 SETTINGS = {
     "psnr,fastdecode medium (the default)": {"tune": "psnr,fastdecode"},
     "psnr medium (CABAC, deblocking)": {"tune": "psnr"},
     "psnr slow": {"tune": "psnr", "preset": "slow"},
 }
-
-
-def psnr(a: np.ndarray, b: np.ndarray) -> float:
-    mse = float(np.mean((a.astype(np.float64) - b) ** 2))
-    return 10 * np.log10(255 ** 2 / max(mse, 1e-12))
 
 
 def encode(frames: np.ndarray, fps: int, clip: int, options: dict[str, str]) -> list[bytes]:

@@ -6,7 +6,9 @@ from __future__ import annotations
 import dataclasses
 import glob
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from conftest import REAL_DATA, moving_texture
@@ -77,22 +79,30 @@ KINDS = ["frozen", "blank", "dropped", "gap", "duplicate_time", "constant", "spi
          "duration"]
 
 
-def without_health(client: rayform.Client) -> None:
-    """Rewrite each catalog part of a local store without the health columns: rows as a store
-    ingested before health signals has them."""
+def rewrite_catalog_parts(client: rayform.Client, change: Callable[[Any], Any]) -> None:
+    """Rewrite each catalog part of a local store as ``change`` makes its table (a pyarrow Table)
+    and point its ref at the new part: a catalog as an older rayform, or a hostile one, wrote it."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from rayform.recordings.catalog_parts import COLUMNS, OPTIONAL, ref_key
+    from rayform.recordings.catalog_parts import ref_key
 
     root = Path(client.store.root)
     for part in client.segments.catalog.parts.live():
         table = pq.read_table(pa.BufferReader(client.store.get_blob(part.part, "part")))
         data = pa.BufferOutputStream()
-        pq.write_table(table.select([c for c in COLUMNS if c not in OPTIONAL]), data)
+        pq.write_table(change(table), data)
         digest = client.store.put_blob(data.getvalue().to_pybytes())
         doc = json.loads(Path(root / ref_key(part.site, part.key)).read_text())
         Path(root / ref_key(part.site, part.key)).write_text(json.dumps({**doc, "part": digest}))
+
+
+def without_health(client: rayform.Client) -> None:
+    """Each catalog part without the health columns: rows as a store ingested before health
+    signals has them."""
+    from rayform.recordings.catalog_parts import COLUMNS, OPTIONAL
+
+    rewrite_catalog_parts(client, lambda table: table.select([c for c in COLUMNS if c not in OPTIONAL]))
 
 
 # -- a store of real footage at scale: the G1 robot's head camera and the SO-101's wrist camera

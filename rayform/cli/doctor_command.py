@@ -16,8 +16,6 @@ from rayform.ops.diagnosis import diagnose
 
 def run(args: argparse.Namespace) -> int:
     client = store_client(args)
-    if args.slice and args.site:
-        raise InvalidInput("doctor: name a slice or --site, not both")
     found = diagnose(client, args.slice, args.site, _thresholds(args),
                      Run(workers=args.workers, progress=not (args.quiet or args.json)))
     if args.json:

@@ -55,7 +55,7 @@ def diagnose(client: Any, slice_name: str | None = None, site: str | None = None
     catalog row has no health (ingested before signals) are measured on ``run.executor``, else a
     pool of ``run.workers`` processes (default: every core past ``PER_PROCESS`` of them)."""
     if slice_name and site:
-        raise InvalidInput("doctor: name a slice or a site, not both")
+        raise InvalidInput("doctor: name a slice or a site (--site), not both")
     if slice_name:
         table = _of_slice(client, slice_name)
     else:

@@ -200,7 +200,7 @@ def declared_limits(limits: Any, width: int) -> tuple[np.ndarray, np.ndarray] | 
             raise ValueError("more than 4096 limits")
         try:
             b = np.asarray(bound, np.float64).reshape(-1)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):  # JSON's integers have no bound: 1e400 is one
             raise ValueError(f"limits must be numbers, not {str(bound)[:40]}") from None
         if len(b) == 1:
             b = np.repeat(b, width)

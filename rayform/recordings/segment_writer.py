@@ -114,7 +114,7 @@ class SegmentWriter:
             entries[stream.name] = info.to_manifest()
             timed[stream.name] = (info, ts)
             if measuring:
-                findings += _health(stream, ts, arrays, clocks)
+                findings += _health(stream, info, ts, arrays, clocks)
         if measuring:
             findings += health.arrays_together(arrays) + health.spans({n: ts for n, (_, ts) in timed.items()})
         meta = dict(meta or {})
@@ -288,11 +288,12 @@ def check_finite(name: str, values: np.ndarray, t_ns: np.ndarray) -> None:
         )
 
 
-def _health(stream: Stream, ts: np.ndarray, arrays: list[tuple[str, np.ndarray, np.ndarray]],
+def _health(stream: Stream, info: StreamInfo, ts: np.ndarray, arrays: list[tuple[str, np.ndarray, np.ndarray]],
             clocks: set[bytes]) -> list[health.Finding]:
-    """A stream's health signals (``recordings.health``), from what is in hand while it is stored;
-    an array stream's added to ``arrays``, measured with the segment's others; a clock's timing
-    once, named after the first stream on it."""
+    """A stream's health signals (``recordings.health``), from what is in hand while it is stored
+    (``info``: its manifest entry, the declared limits checked there); an array stream's added to
+    ``arrays``, measured with the segment's others; a clock's timing once, named after the first
+    stream on it."""
     clock = hashlib.blake2b(ts.tobytes(), digest_size=16).digest()
     found = health.timing(stream.name, ts) if clock not in clocks else []
     clocks.add(clock)
@@ -306,8 +307,9 @@ def _health(stream: Stream, ts: np.ndarray, arrays: list[tuple[str, np.ndarray, 
     else:
         values = np.asarray(stream.values)
         arrays.append((stream.name, ts, values))
-        if stream.limits is not None:
-            found += health.out_of_range(stream.name, ts, values, _limits(stream, values))
+        if stream.limits is not None:  # checked and spelled out a column each by ``_put_array``
+            low, high = info.meta["limits"]
+            found += health.out_of_range(stream.name, ts, values, (np.asarray(low), np.asarray(high)))
     return found
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from planted import KINDS, plant, without_health
+from planted import KINDS, plant, rewrite_catalog_parts, without_health
 
 import rayform
 from rayform.converters.demo import DemoConfig, demo_episode
@@ -128,6 +128,8 @@ def test_thresholds_given_to_doctor_and_each_sites_own(planted, tmp_path):
     for bad in ("nosuch=3", "dropped=0.001"):  # no such signal; under what the catalog keeps findings from
         said = _doctor(client.store.root, "--threshold", bad)
         assert said.returncode == 2 and bad in said.stderr and len(said.stderr.strip().splitlines()) == 1
+    both = _doctor(client.store.root, "anyslice", "--site", "lab")  # a slice or a site, not both
+    assert both.returncode == 2 and "not both" in both.stderr and len(both.stderr.strip().splitlines()) == 1
 
 
 def test_rows_that_do_not_know_their_length_or_streams_are_neither_counted_nor_judged():
@@ -152,24 +154,15 @@ def test_a_hostile_health_column_is_one_error_or_nothing_never_a_foreign_excepti
     import shutil
 
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
-    from rayform.recordings.catalog_parts import ref_key
     from rayform.view.segment_table import Filter, SegmentTable
 
     client, _ = planted
     root = tmp_path / "hostile"
     shutil.copytree(client.store.root, root)
     store = rayform.Client(root)
-    for part in store.segments.catalog.parts.live():
-        table = pq.read_table(pa.BufferReader(store.store.get_blob(part.part, "part")))
-        table = table.set_column(table.schema.get_field_index("health"), "health",
-                                 pa.array([text] * table.num_rows, pa.string()))
-        data = pa.BufferOutputStream()
-        pq.write_table(table, data)
-        digest = store.store.put_blob(data.getvalue().to_pybytes())
-        doc = json.loads(Path(root / ref_key(part.site, part.key)).read_text())
-        Path(root / ref_key(part.site, part.key)).write_text(json.dumps({**doc, "part": digest}))
+    rewrite_catalog_parts(store, lambda table: table.set_column(table.schema.get_field_index("health"), "health",
+                                                                pa.array([text] * table.num_rows, pa.string())))
     said = _doctor(root)
     if text == "not json":
         assert said.returncode == 2 and "Traceback" not in said.stderr and len(said.stderr.strip().splitlines()) == 1

@@ -168,3 +168,12 @@ def test_limits_that_make_no_sense_are_refused_naming_the_stream(client, limits,
 
     with pytest.raises(InvalidInput, match=rf"stream joints: limits .*{said}"):
         client.segments.add("lab", "bad", [ArrayStream("joints", _ts(20), np.zeros((20, 3), np.float32), limits=limits)])
+
+
+@pytest.mark.parametrize("limits", [[10**400, 1], [{"a": 1}, 1], ["x", 1], [[1, [2]], 1], [[1] * 5000, 1], "ab",
+                                    [1, 2, 3], [[[1] * 5000], 1], [float("nan"), 1], [2, 1]])
+def test_limits_a_store_declares_are_checked_as_untrusted_one_error_kind_whatever_they_hold(limits):
+    """A manifest's ``meta["limits"]`` is a store's text: whatever it holds is one ValueError
+    (doctor then measures nothing against it), never another exception."""
+    with pytest.raises(ValueError):
+        health.declared_limits(limits, 2)

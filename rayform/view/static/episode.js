@@ -68,6 +68,9 @@ class Plot {
   // new values to draw (a zoom's window fetched), the elements shown kept
   replace(s) { this.s = s; this.base = null; }
 
+  // the zoomed window's times onto [0, w]
+  xScale(w) { return plot.scale(this.zoom.from, Math.max(this.zoom.to, this.zoom.from + 1e-9), 0, w); }
+
   draw(t) {
     this.t = t;
     const c = this.canvas, r = plot.ratio(), { from, to } = this.zoom;
@@ -75,7 +78,7 @@ class Plot {
     if (!this.base || this.base.width !== w || this.base.window !== `${from}:${to}`) this.base = this.render(w, h);
     const { g } = plot.sized(c, 150);
     g.drawImage(this.base, 0, 0);
-    const X = plot.scale(from, Math.max(to, from + 1e-9), 0, w);
+    const X = this.xScale(w);
     if (t >= from && t <= to) plot.segment(g, X(t), 0, X(t), h, "#000", 1.5 * r);
     if (this.drag) {  // the stretch being dragged over
       g.fillStyle = "rgba(31, 119, 180, 0.2)";
@@ -92,8 +95,7 @@ class Plot {
     const g = base.getContext("2d");
     const shown = this.s.values.map((column, k) => [column, k]).filter(([, k]) => this.shown.has(k));
     const [lo, hi] = plot.extent(shown.map(([column]) => column));
-    const pad = 6, X = plot.scale(this.zoom.from, Math.max(this.zoom.to, this.zoom.from + 1e-9), 0, w);
-    const Y = plot.scale(lo, hi, h - pad, pad);
+    const pad = 6, X = this.xScale(w), Y = plot.scale(lo, hi, h - pad, pad);
     g.fillStyle = "rgba(220, 40, 40, 0.18)";  // the time ranges a health signal flags in this stream
     for (const f of this.flagged) {
       const x0 = X(f.from_s), x1 = X(f.to_s);
