@@ -282,8 +282,9 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--copies", type=int, default=4, help="the real frames this many times over, as more episodes")
     ap.add_argument("--codec", default="h264", choices=VIDEO_CODECS)
-    ap.add_argument("--clip-frames", type=int, default=CLIP_FRAMES,
-                    help="samples a clip (its keyframe interval): fewer, cheaper random access, more bytes")
+    ap.add_argument("--clip-frames", type=int, default=0,
+                    help="samples a clip (its keyframe interval; 0: the pack's choice): fewer, cheaper random "
+                         "access, more bytes")
     ap.add_argument("--store", help="a store to build in (default: a temporary one)")
     ap.add_argument("--camera", default="all", choices=sorted(CAMERAS),
                     help="whose frames: both LeRobot examples' (default), the SO-101 wrist's or the G1 humanoid's")
@@ -307,7 +308,7 @@ def main() -> None:
         jpeg = client.pack(slice_, FPS, image_codec="jpeg", jpeg_quality=90, progress=False)
         video = client.pack(slice_, FPS, image_codec=args.codec, clip_frames=args.clip_frames, progress=False)
         packs = {"JPEG q90": jpeg, f"{args.codec} ({video.schema['cam/rgb'].video.crf}, clips "
-                 f"{args.clip_frames})": video}
+                 f"{video.schema['cam/rgb'].video.clip_frames})": video}
 
         with_history = history_packs(client, slice_, args.codec, args.history) if args.history else {}
         if args.quality_only:

@@ -25,6 +25,7 @@ from video import real_frames
 
 from rayform.codec import imagecodec
 from rayform.codec.video import psnr
+from rayform.codec.video_encoder import NOMINAL_FPS
 
 SETTINGS = {
     "psnr,fastdecode medium (the default)": {"tune": "psnr,fastdecode"},
@@ -38,7 +39,7 @@ def encode(frames: np.ndarray, fps: int, clip: int, options: dict[str, str]) -> 
     for start in range(0, len(frames), clip):
         buf = io.BytesIO()
         with av.open(buf, "w", format="h264") as container:
-            stream = container.add_stream("libx264", rate=fps)
+            stream = container.add_stream("libx264", rate=NOMINAL_FPS)  # as a pack encodes, whatever the rate
             stream.height, stream.width = frames.shape[1:3]
             stream.pix_fmt = "yuv420p"
             stream.options = options

@@ -35,6 +35,17 @@ def _whole(low: int, high: int | None = None) -> Any:
     return parse
 
 
+def _crf(text: str) -> int | float:
+    """A CRF: a number 0..63 (whole, or in halves for h264 and hevc: the pack checks its codec's step)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a number") from None
+    if not 0 <= value <= 63:
+        raise argparse.ArgumentTypeError(f"{text[:40]}: it must be from 0 to 63")
+    return int(value) if value.is_integer() else value
+
+
 def _positive(text: str) -> float:
     try:
         value = float(text)
@@ -140,7 +151,8 @@ def parser() -> argparse.ArgumentParser:
                     help="with a video codec: the quality to meet, in dB PSNR against the frames packed; the largest "
                          "CRF that meets it on a sample of clips is used (the fewest bytes). show prints what a pack "
                          "measured, and JPEG q90's figure beside it")
-    pk.add_argument("--crf", type=_whole(0, 63), help="video quality, lower is better and larger (default: chosen "
+    pk.add_argument("--crf", type=_crf, help="video quality, lower is better and larger (h264 and hevc take halves; "
+                    "default: chosen "
                     f"per camera, the largest CRF within {JPEG_DISTANCE_DB:g} dB of JPEG q90's PSNR on its sampled "
                     "clips; where not measured: " + ", ".join(f"{codec} {c.crf}" for codec, c in VIDEO.items()) + ")")
     pk.add_argument("--preset", help="video encoder speed (default: "

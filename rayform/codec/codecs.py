@@ -15,17 +15,33 @@ class VideoCodecInfo:
     encoder: str  # FFmpeg encoder a pack encodes with
     crf: int  # default constant rate factor (the encoder's quality scale: lower is better)
     crf_range: tuple[int, int]  # what ``--psnr`` searches between
+    crf_step: float  # the finest CRF the encoder takes (x264 and x265 take fractions, SVT-AV1 whole numbers)
     preset: str  # the encoder's speed/size preset
     browser: str  # the RFC 6381 codecs string of an MP4 served to a browser (``rayform view``)
 
 
 VIDEO: dict[str, VideoCodecInfo] = {c.name: c for c in (
-    VideoCodecInfo("h264", ("h264",), "libx264", 17, (10, 40), "medium", "avc1.640028"),
-    VideoCodecInfo("av1", ("libdav1d", "av1"), "libsvtav1", 28, (15, 55), "8", "av01.0.08M.08"),
-    VideoCodecInfo("hevc", ("hevc",), "libx265", 18, (10, 40), "medium", "hvc1.1.6.L120.90"),
+    VideoCodecInfo("h264", ("h264",), "libx264", 18, (10, 40), 0.5, "medium", "avc1.640028"),
+    VideoCodecInfo("av1", ("libdav1d", "av1"), "libsvtav1", 28, (15, 55), 1, "8", "av01.0.08M.08"),
+    VideoCodecInfo("hevc", ("hevc",), "libx265", 18, (10, 40), 0.5, "medium", "hvc1.1.6.L120.90"),
 )}
 VIDEO_CODECS = tuple(VIDEO)
 # A pack's default quality for each camera it encodes: the largest CRF (within the codec's
-# crf_range) whose PSNR on the camera's sampled clips is this far below JPEG q90's on the same
-# frames (``packer.quality``); ``crf`` above is where a clip is encoded without that measure.
-JPEG_DISTANCE_DB = 1.25
+# crf_range, in its crf_step) whose PSNR on the camera's sampled clips is this far below JPEG
+# q90's on the same frames (``packer.quality``); ``crf`` above is where a clip is encoded without
+# that measure. 1.4 dB: within 1.5 on every frame of the cameras measured (the sample is a few
+# clips), and the fewest bytes that keep it (G1 frames at 10 fps: 0.15x JPEG's bytes at 1.25 dB
+# was 0.19x).
+JPEG_DISTANCE_DB = 1.4
+
+
+def crf_value(codec: str, crf: object) -> int | float:
+    """``crf`` checked for ``codec`` (a number 0..63 in its ``crf_step``), as an int where whole
+    (so a pack's key is the same for 18 and 18.0); ``ValueError`` naming the range otherwise."""
+    step = VIDEO[codec].crf_step
+    ok = isinstance(crf, (int, float)) and not isinstance(crf, bool) and 0 <= crf <= 63 \
+        and float(crf / step).is_integer()
+    if not ok:
+        raise ValueError(f"video crf {str(crf)[:20]}: a number 0..63" + (f" in steps of {step:g}" if step != 1 else
+                                                                          ", whole") + f" for {codec}")
+    return int(crf) if float(crf).is_integer() else float(crf)

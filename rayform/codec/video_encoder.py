@@ -19,10 +19,14 @@ from typing import Any
 import numpy as np
 
 from rayform.codec.clip import MAX_PACKETS, Clip
-from rayform.codec.codecs import VIDEO, VIDEO_CODECS
+from rayform.codec.codecs import VIDEO, VIDEO_CODECS, crf_value
 from rayform.codec.video import load_av
 from rayform.errors import InvalidInput
 
+# x264's chroma QP against luma's: on real camera frames, -4 stores 10% fewer bytes at the same
+# RGB PSNR than 0 (G1 frames at 10 fps, groups of 16; -2: 6%, -6: as -4, +2: 9% more), decoding
+# as fast (benchmarks/x264_settings.py)
+CHROMA_QP_OFFSET = -4
 NOMINAL_FPS = 30  # the rate every clip is encoded at (its frames' own times are the pack's)
 ENCODERS = {name: c.encoder for name, c in VIDEO.items()}
 CRF = {name: c.crf for name, c in VIDEO.items()}
@@ -87,12 +91,13 @@ class VideoCodec:
     frames (a keyframe, then frames that refer back within it; no B-frames), so any frame
     decodes from its group alone; a clip is one group, or several (``encode``'s ``starts``).
 
-    The defaults were measured on real robot camera frames at 224x224 (``benchmarks/video.py``):
-    H.264 at crf 17 stores an eighth of JPEG q90's bytes at a PSNR about 1.1 dB below JPEG's."""
+    A pack chooses each camera's CRF from its frames (``packer.quality``); ``CRF`` is the
+    codec's where nothing measured (H.264 at crf 18: a seventh of JPEG q90's bytes on real
+    robot camera frames at 224x224 and 15 fps, 1.2-1.4 dB below its PSNR, ``benchmarks/video.py``)."""
 
 
     codec: str = "h264"
-    crf: int | None = None
+    crf: int | float | None = None
     preset: str | None = None
     clip_frames: int = 8
 
@@ -103,8 +108,10 @@ class VideoCodec:
             object.__setattr__(self, "crf", CRF[self.codec])
         if self.preset is None:
             object.__setattr__(self, "preset", PRESET[self.codec])
-        if isinstance(self.crf, bool) or not isinstance(self.crf, int) or not 0 <= self.crf <= 63:
-            raise InvalidInput(f"video crf {self.crf!r}: a whole number, 0..63")
+        try:
+            object.__setattr__(self, "crf", crf_value(self.codec, self.crf))
+        except ValueError as e:
+            raise InvalidInput(str(e)) from None
         if isinstance(self.clip_frames, bool) or not isinstance(self.clip_frames, int) or \
                 not 1 <= self.clip_frames <= 256:
             raise InvalidInput(f"clip frames {self.clip_frames!r}: a whole number of frames, 1..256")
@@ -116,20 +123,22 @@ class VideoCodec:
         (default ``clip_frames``) with no B-frames (frames decode in order, from its first)."""
         preset, g = str(self.preset), str(gop or self.clip_frames)
         if self.codec == "h264":
-            # psnr: no psychovisual tuning (it spends bits on looks, not fidelity); fastdecode: no
-            # CABAC, no deblocking, about half the decode time of x264's defaults
-            options = {"crf": str(self.crf), "preset": preset, "tune": "psnr,fastdecode", "bf": "0",
-                       "g": g, "keyint_min": g, "sc_threshold": "0"}
+            # psnr: no psychovisual tuning (it spends bits on looks, not fidelity); CAVLC and no
+            # weighted prediction (x264's fastdecode but for the deblocking, which costs little):
+            # 0.6-0.75x the decode time of x264's defaults; chroma finer than luma by
+            # CHROMA_QP_OFFSET (a frame is compared as RGB, where chroma error counts as much)
+            params = ["cabac=0", "weightp=0", f"chroma-qp-offset={CHROMA_QP_OFFSET}"]
             asm = x264_instructions()
             if asm:
-                options["x264-params"] = f"asm={asm}"
-            return options
+                params.append(f"asm={asm}")
+            return {"crf": f"{self.crf:g}", "preset": preset, "tune": "psnr", "bf": "0", "g": g, "keyint_min": g,
+                    "sc_threshold": "0", "x264-params": ":".join(params)}
         if self.codec == "hevc":
-            return {"crf": str(self.crf), "preset": preset, "tune": "fastdecode",
+            return {"crf": f"{self.crf:g}", "preset": preset, "tune": "fastdecode",
                     "x265-params": f"bframes=0:keyint={g}:min-keyint={g}:"
                                    "scenecut=0:log-level=error"}
         # SVT-AV1: low delay (no frames held back to be shown later), a keyframe every clip
-        return {"crf": str(self.crf), "preset": preset, "g": g, "svtav1-params": f"pred-struct=1:keyint={g}"}
+        return {"crf": f"{self.crf:g}", "preset": preset, "g": g, "svtav1-params": f"pred-struct=1:keyint={g}"}
 
     def encode(self, frames: np.ndarray | Sequence[np.ndarray], starts: Sequence[int] | None = None) -> Clip:
         """``frames`` (``(n, H, W, 3) uint8`` RGB) as one clip: a closed group of pictures from

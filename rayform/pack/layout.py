@@ -56,7 +56,7 @@ class VideoSchema:
     codec: str
     clip_frames: int
     kept: bool = False
-    crf: int | None = None
+    crf: int | float | None = None  # float: a fraction of x264's or x265's scale
     preset: str | None = None
     why: str | None = None
     packet_bytes: int | None = None  # its clips' packets in the pack (known once packed)
@@ -81,7 +81,8 @@ class VideoSchema:
         if not isinstance(m, dict) or m.get("codec") not in CODECS or type(m.get("kept")) is not bool:
             raise Malformed(f"{what}: its video entry is not a codec ({', '.join(CODECS)}) and kept flag")
         frames, crf = m.get("clip_frames"), m.get("crf")
-        if type(frames) is not int or not 1 <= frames <= 256 or (crf is not None and (type(crf) is not int)):
+        if type(frames) is not int or not 1 <= frames <= 256 or \
+                (crf is not None and (type(crf) not in (int, float) or not 0 <= crf <= 63)):
             raise Malformed(f"{what}: video clip frames {str(frames)[:12]} or crf {str(crf)[:12]} is not a number")
         preset, why, crf_by = m.get("preset"), m.get("why"), m.get("crf_by")
         if not all(v is None or (isinstance(v, str) and len(v) <= 400) for v in (preset, why, crf_by)):

@@ -93,7 +93,7 @@ class PackSpec:
     max_history: int = 0
     clip_frames: int = 0  # 0 (or None): chosen, see above
     gop_frames: int | None = None
-    video_crf: int | None = None
+    video_crf: int | float | None = None
     video_preset: str | None = None
     video_psnr: float | None = None
     jpeg_reencode: bool = False
@@ -151,8 +151,10 @@ class PackSpec:
         if self.video_crf is not None or self.video_preset is not None:
             from rayform.codec.video_encoder import VideoCodec
 
-            VideoCodec("h264" if self.image_codec not in VIDEO_CODECS else self.image_codec, self.video_crf,
-                       self.video_preset, self.keyframe_every)  # checks them
+            checked = VideoCodec("h264" if self.image_codec not in VIDEO_CODECS else self.image_codec,
+                                 self.video_crf, self.video_preset, self.keyframe_every)
+            if self.video_crf is not None:
+                object.__setattr__(self, "video_crf", checked.crf)  # 18.0 as 18: one pack, one key
         if float(self.fps).is_integer():
             object.__setattr__(self, "fps", int(self.fps))
 

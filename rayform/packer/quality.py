@@ -1,12 +1,12 @@
 """How good a pack's encoded video is, measured before it is rendered, and the CRF a quality
 target asks for.
 
-For each camera a pack encodes, a few clips are taken as the pack will take them (the frames
-its samples show, resized as it resizes, from up to ``SAMPLED`` segments spread over the
-slice), encoded at the camera's CRF, decoded and compared with the frames (PSNR, dB); the
+For each camera a pack encodes, a few clips are taken as the pack will take them (a group of
+pictures from the middle of each of up to ``SAMPLED`` segments spread over the slice: the frames
+its samples show, resized as it resizes), encoded at the camera's CRF, decoded and compared with the frames (PSNR, dB); the
 same frames as JPEG at quality 90 are the comparison. With a target (``PackSpec.video_psnr``)
-the CRF is the largest that meets it on those clips (a binary search: PSNR falls as CRF
-rises), the fewest bytes that keep the quality asked. Without a target or a CRF given, the
+the CRF is the largest that meets it on those clips (a binary search in the codec's CRF steps:
+PSNR falls as CRF rises), the fewest bytes that keep the quality asked. Without a target or a CRF given, the
 target is the camera's own: ``JPEG_DISTANCE_DB`` below JPEG q90's PSNR on its frames, so a
 camera whose frames code easily is stored smaller and one whose frames do not keeps its
 quality (one CRF for every camera missed that by 1.7 dB on one real camera, and spent bytes
@@ -23,7 +23,7 @@ from collections.abc import Callable
 import numpy as np
 
 from rayform.codec import imagecodec
-from rayform.codec.codecs import JPEG_DISTANCE_DB, VIDEO
+from rayform.codec.codecs import JPEG_DISTANCE_DB, VIDEO, crf_value
 from rayform.codec.video import PyAVDecoder, psnr
 from rayform.codec.video_encoder import VideoCodec
 from rayform.pack.layout import StreamSchema, VideoSchema
@@ -33,7 +33,7 @@ from rayform.packer.plan import SegmentPlan
 from rayform.recordings.segment_reader import Segment
 
 log = logging.getLogger("rayform.pack")
-SAMPLED = 4  # segments a camera's clips are sampled from
+SAMPLED = 8  # segments a camera's clips are sampled from
 
 
 def measured(schema: dict[str, StreamSchema], plans: list[SegmentPlan], spec: PackSpec,
@@ -52,13 +52,13 @@ def measured(schema: dict[str, StreamSchema], plans: list[SegmentPlan], spec: Pa
         jpeg = psnr(np.concatenate(frames), np.concatenate([_jpeg(f) for f in frames]))
         if spec.video_crf is not None:
             crf, by = video.crf, "given"
+            quality = _psnr(video, frames, spec)
         else:
             target = float(spec.video_psnr) if spec.video_psnr is not None else jpeg - JPEG_DISTANCE_DB
-            crf = _crf_for(video, frames, spec, target)
+            crf, quality = _crf_for(video, frames, spec, target)
             by = f"a PSNR of {target:g} dB" if spec.video_psnr is not None else f"JPEG q90 − {JPEG_DISTANCE_DB:g} dB"
-        quality = _psnr(dataclasses.replace(video, crf=crf), frames, spec)
         if spec.video_psnr is not None and quality < spec.video_psnr:
-            log.warning("rayform: camera %s: %.1f dB at crf %d, the best tried, is short of the %.1f dB asked "
+            log.warning("rayform: camera %s: %.1f dB at crf %g, the best tried, is short of the %.1f dB asked "
                         "(JPEG q90 measures %.1f on the same frames)", name, quality, crf, spec.video_psnr, jpeg)
         out[name] = dataclasses.replace(s, video=dataclasses.replace(video, crf=crf, psnr=round(quality, 2),
                                                                      jpeg_psnr=round(jpeg, 2), crf_by=by))
@@ -66,8 +66,11 @@ def measured(schema: dict[str, StreamSchema], plans: list[SegmentPlan], spec: Pa
 
 
 def _frames(seg: Segment, name: str, plan: SegmentPlan, spec: PackSpec) -> np.ndarray:
-    """The frames the pack's first clip of this segment shows, as the pack takes them."""
-    t = plan.times[:spec.keyframe_every]  # one group of pictures, as the pack encodes
+    """The frames one group of pictures in the middle of this segment shows, as the pack takes
+    them (its first is often the robot at rest: easier to code than the episode)."""
+    k = spec.keyframe_every
+    middle = len(plan.times) // 2 // k * k
+    t = plan.times[middle:middle + k]
     shows = frame_indices(seg, name, spec, t, np.zeros((len(t), 0), np.int64))[:, 0]
     out = []
     for i in shows.tolist():
@@ -93,14 +96,23 @@ def _psnr(video: VideoSchema, clips: list[np.ndarray], spec: PackSpec) -> float:
     return psnr(np.concatenate(clips), np.concatenate(decoded))
 
 
-def _crf_for(video: VideoSchema, clips: list[np.ndarray], spec: PackSpec, target: float) -> int:
-    """The largest CRF whose PSNR on ``clips`` meets ``target`` (the smallest tried if none does)."""
-    lo, hi = VIDEO[video.codec].crf_range
+def _crf_for(video: VideoSchema, clips: list[np.ndarray], spec: PackSpec, target: float) -> tuple[int | float, float]:
+    """The largest CRF (in the codec's steps) whose PSNR on ``clips`` meets ``target`` (the
+    smallest tried if none does), and its PSNR."""
+    info = VIDEO[video.codec]
+    lo, hi = round(info.crf_range[0] / info.crf_step), round(info.crf_range[1] / info.crf_step)
+    measured: dict[int, float] = {}
+
+    def quality(k: int) -> float:
+        if k not in measured:
+            measured[k] = _psnr(dataclasses.replace(video, crf=crf_value(video.codec, k * info.crf_step)), clips, spec)
+        return measured[k]
+
     best = lo
     while lo <= hi:
         mid = (lo + hi) // 2
-        if _psnr(dataclasses.replace(video, crf=mid), clips, spec) >= target:
+        if quality(mid) >= target:
             best, lo = mid, mid + 1
         else:
             hi = mid - 1
-    return best
+    return crf_value(video.codec, best * info.crf_step), quality(best)

@@ -11,6 +11,7 @@ import pytest
 from conftest import add_video_slice, moving_texture
 
 import rayform
+from rayform.pack.spec import PackSpec
 from rayform.codec import records
 from rayform.codec.video import psnr
 from rayform.pack.layout import CLIPS
@@ -132,6 +133,14 @@ def test_a_clip_length_and_quality_are_the_pack_s_and_set_it_apart(video_packs):
     assert other.schema["cam/rgb"].video.packet_bytes < h264.schema["cam/rgb"].video.packet_bytes
     with pytest.raises(rayform.InvalidInput, match="video crf 99"):
         client.pack(s, 30, image_codec="h264", video_crf=99, progress=False)
+    with pytest.raises(rayform.InvalidInput, match="video crf 20.3: .* steps of 0.5"):
+        client.pack(s, 30, image_codec="h264", video_crf=20.3, progress=False)
+    with pytest.raises(rayform.InvalidInput, match="video crf 30.5: .* whole"):
+        client.pack(s, 30, image_codec="av1", video_crf=30.5, progress=False)
+    half = PackSpec(30, image_codec="h264", video_crf=20.5)
+    assert half.video_crf == 20.5 and PackSpec(30, image_codec="h264", video_crf=20.0).video_crf == 20
+    assert type(PackSpec(30, image_codec="h264", video_crf=20.0).video_crf) is int  # 20.0 and 20: one key
+    assert PackSpec.from_manifest(half.to_manifest()) == half
 
 
 def _recorded(crf: int, gop: int, frames: int = 48, seed: int = 0) -> tuple[rayform.VideoStream, np.ndarray]:
@@ -210,9 +219,10 @@ def test_the_default_quality_is_chosen_per_camera_just_within_its_distance_of_jp
     """Unless a CRF or a PSNR is given, each camera gets the largest CRF whose PSNR on its
     sampled clips is within JPEG_DISTANCE_DB of JPEG q90's on the same frames: a camera whose
     frames code easily gets a larger CRF than one whose frames do not, each just within it
-    (one CRF more would not be), and show and the manifest say how it was chosen."""
+    (one step of the codec's CRF more, half a CRF for x264, would not be), and show and the
+    manifest say how it was chosen."""
     from rayform.cli.show import pack_cameras
-    from rayform.codec.codecs import JPEG_DISTANCE_DB
+    from rayform.codec.codecs import JPEG_DISTANCE_DB, VIDEO
 
     client = rayform.Client(tmp_path / "store")
     rng = np.random.default_rng(0)
@@ -229,7 +239,7 @@ def test_the_default_quality_is_chosen_per_camera_just_within_its_distance_of_jp
     for name, v in chosen.items():
         assert v.crf_by == f"JPEG q90 − {JPEG_DISTANCE_DB:g} dB"
         assert v.psnr >= v.jpeg_psnr - JPEG_DISTANCE_DB, (name, v)
-        one_more = client.pack(s, 30, image_codec="h264", video_crf=v.crf + 1, max_horizon=0, workers=1,
+        one_more = client.pack(s, 30, image_codec="h264", video_crf=v.crf + VIDEO["h264"].crf_step, max_horizon=0, workers=1,
                                progress=False).schema[name].video
         assert one_more.crf_by == "given" and one_more.psnr < v.jpeg_psnr - JPEG_DISTANCE_DB, (name, one_more)
     assert chosen["smooth/rgb"].crf != chosen["grain/rgb"].crf

@@ -48,7 +48,8 @@ def test_samples_are_a_jpeg_pack_s_and_history_frames_are_the_frames_shown_befor
         for k, back in enumerate(BACK):
             got = x["cam/rgb"][k].numpy().transpose(1, 2, 0)
             want = frames[max(step - back, 0)]
-            assert psnr(got, want) > psnr(y["cam/rgb"][k].numpy().transpose(1, 2, 0), want) - 3
+            # the pack's quality is 1.4 dB below JPEG q90's on average, a frame's a few dB more
+            assert psnr(got, want) > psnr(y["cam/rgb"][k].numpy().transpose(1, 2, 0), want) - 4.5
             if step - back > 0:
                 assert psnr(got, want) > psnr(got, frames[step - back - 1]) + 3  # not its neighbour
             earlier = step - back
