@@ -3,8 +3,9 @@ time, for the settings a video pack could use.
 
 The G1 camera's frames of ../shared (``--camera``, as ``video.py`` names them), every
 ``30 / --fps``-th frame (``--frames`` of them), encoded as a pack encodes them (closed groups of
-``--clip`` frames, no B-frames) with each of: the pack's default (``tune psnr,fastdecode``,
-preset medium), CABAC and deblocking on (``tune psnr``), and that at preset slow; each at the
+``--clip`` frames, no B-frames, at the pack's nominal rate) with each of: the pack's own
+options, x264's ``tune psnr,fastdecode`` (packs before), CABAC and deblocking on (``tune
+psnr``), and that at preset slow; each at the
 CRFs given, and JPEG q90 as the reference. Printed: bytes over JPEG's, PSNR over JPEG's and the
 decode CPU a frame (PyAV, medians of 3). What a lower rate or a harder camera costs, and what
 each setting buys at what decode cost.
@@ -25,10 +26,11 @@ from video import real_frames
 
 from rayform.codec import imagecodec
 from rayform.codec.video import psnr
-from rayform.codec.video_encoder import NOMINAL_FPS
+from rayform.codec.video_encoder import NOMINAL_FPS, VideoCodec
 
-SETTINGS = {
-    "psnr,fastdecode medium (the default)": {"tune": "psnr,fastdecode"},
+SETTINGS = {  # None: the pack's own options (codec.video_encoder)
+    "the pack's (chroma -4, deblocking, CAVLC)": None,
+    "psnr,fastdecode (packs before)": {"tune": "psnr,fastdecode"},
     "psnr medium (CABAC, deblocking)": {"tune": "psnr"},
     "psnr slow": {"tune": "psnr", "preset": "slow"},
 }
@@ -68,7 +70,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--camera", default="g1")
     ap.add_argument("--fps", type=int, default=10)
-    ap.add_argument("--crf", default="18,19,20,21")
+    ap.add_argument("--crf", default="17,18,19,20")
     ap.add_argument("--frames", type=int, default=240)
     ap.add_argument("--clip", type=int, default=16)
     args = ap.parse_args()
@@ -78,16 +80,19 @@ def main() -> None:
     jpeg_psnr = float(np.mean([psnr(f, imagecodec.decode(j, "jpeg")) for f, j in zip(frames, jpeg)]))
     print(f"{args.camera} camera, {len(frames)} frames at {args.fps} fps, clips of {args.clip}: JPEG q90 "
           f"{jpeg_bytes / len(frames):.0f} B a frame, {jpeg_psnr:.2f} dB")
-    print(f"{'settings':38} {'crf':>4} {'x JPEG bytes':>13} {'dB vs JPEG':>11} {'decode ms/frame':>16}")
+    print(f"{'settings':42} {'crf':>4} {'x JPEG bytes':>13} {'dB vs JPEG':>11} {'decode ms/frame':>16}")
     g = str(args.clip)
     for label, extra in SETTINGS.items():
-        for crf in (int(c) for c in args.crf.split(",")):
-            options = {"preset": "medium", "bf": "0", "g": g, "keyint_min": g, "sc_threshold": "0", **extra,
-                       "crf": str(crf)}
+        for crf in (float(c) for c in args.crf.split(",")):
+            if extra is None:
+                options = VideoCodec("h264", crf, None, args.clip).options()
+            else:
+                options = {"preset": "medium", "bf": "0", "g": g, "keyint_min": g, "sc_threshold": "0", **extra,
+                           "crf": f"{crf:g}"}
             clips = encode(frames, args.fps, args.clip, options)
             ms, decoded = decode(clips)
             quality = float(np.mean([psnr(a, b) for a, b in zip(frames, decoded)]))
-            print(f"{label:38} {crf:4d} {sum(map(len, clips)) / jpeg_bytes:13.3f} {quality - jpeg_psnr:+11.2f} {ms:16.3f}")
+            print(f"{label:42} {crf:4g} {sum(map(len, clips)) / jpeg_bytes:13.3f} {quality - jpeg_psnr:+11.2f} {ms:16.3f}")
 
 
 if __name__ == "__main__":
