@@ -39,9 +39,8 @@ def crf_value(codec: str, crf: object) -> int | float:
     """``crf`` checked for ``codec`` (a number 0..63 in its ``crf_step``), as an int where whole
     (so a pack's key is the same for 18 and 18.0); ``ValueError`` naming the range otherwise."""
     step = VIDEO[codec].crf_step
-    ok = isinstance(crf, (int, float)) and not isinstance(crf, bool) and 0 <= crf <= 63 \
-        and float(crf / step).is_integer()
-    if not ok:
+    if not isinstance(crf, (int, float)) or isinstance(crf, bool) or not 0 <= crf <= 63 \
+            or not float(crf / step).is_integer():
         raise ValueError(f"video crf {str(crf)[:20]}: a number 0..63" + (f" in steps of {step:g}" if step != 1 else
                                                                           ", whole") + f" for {codec}")
     return int(crf) if float(crf).is_integer() else float(crf)

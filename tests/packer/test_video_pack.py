@@ -11,10 +11,10 @@ import pytest
 from conftest import add_video_slice, moving_texture
 
 import rayform
-from rayform.pack.spec import PackSpec
 from rayform.codec import records
 from rayform.codec.video import psnr
 from rayform.pack.layout import CLIPS
+from rayform.pack.spec import PackSpec
 from rayform.read.reader import PackReader
 
 
