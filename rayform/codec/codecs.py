@@ -29,9 +29,9 @@ VIDEO_CODECS = tuple(VIDEO)
 # A pack's default quality for each camera it encodes: the largest CRF (within the codec's
 # crf_range, in its crf_step) whose PSNR on the camera's sampled clips is this far below JPEG
 # q90's on the same frames (``packer.quality``); ``crf`` above is where a clip is encoded without
-# that measure. 1.4 dB: within 1.5 on every frame of the cameras measured (the sample is a few
-# clips), and the fewest bytes that keep it (G1 frames at 10 fps: 0.15x JPEG's bytes at 1.25 dB
-# was 0.19x).
+# that measure. 1.4 dB: every pack measured is within 1.5 dB over all its frames (the sample is
+# a few clips), at the fewest bytes that keep it (the G1 camera at 10 fps: 0.176x JPEG's bytes,
+# 0.212x at 1.25 dB in whole CRF steps; ``benchmarks/video.py --quality-only --rates 10,15,30``).
 JPEG_DISTANCE_DB = 1.4
 
 

@@ -23,9 +23,9 @@ from rayform.codec.codecs import VIDEO, VIDEO_CODECS, crf_value
 from rayform.codec.video import load_av
 from rayform.errors import InvalidInput
 
-# x264's chroma QP against luma's: on real camera frames, -4 stores 10% fewer bytes at the same
-# RGB PSNR than 0 (G1 frames at 10 fps, groups of 16; -2: 6%, -6: as -4, +2: 9% more), decoding
-# as fast (benchmarks/x264_settings.py)
+# x264's chroma QP against luma's: on real camera frames, -4 stores 8-10% fewer bytes at the
+# same RGB PSNR than 0 (G1 frames at 10 fps, groups of 8 and 16; -2: 6%, -6: as -4, +2: 9%
+# more), decoding as fast
 CHROMA_QP_OFFSET = -4
 NOMINAL_FPS = 30  # the rate every clip is encoded at (its frames' own times are the pack's)
 ENCODERS = {name: c.encoder for name, c in VIDEO.items()}
@@ -91,9 +91,8 @@ class VideoCodec:
     frames (a keyframe, then frames that refer back within it; no B-frames), so any frame
     decodes from its group alone; a clip is one group, or several (``encode``'s ``starts``).
 
-    A pack chooses each camera's CRF from its frames (``packer.quality``); ``CRF`` is the
-    codec's where nothing measured (H.264 at crf 18: a seventh of JPEG q90's bytes on real
-    robot camera frames at 224x224 and 15 fps, 1.2-1.4 dB below its PSNR, ``benchmarks/video.py``)."""
+    A pack chooses each camera's CRF from its frames (``packer.quality``, ``benchmarks/video.py``);
+    ``CRF`` is the codec's where nothing measured them."""
 
 
     codec: str = "h264"

@@ -2,12 +2,13 @@
 target asks for.
 
 For each camera a pack encodes, a few clips are taken as the pack will take them (a group of
-pictures from the middle of each of up to ``SAMPLED`` segments spread over the slice: the frames
-its samples show, resized as it resizes), encoded at the camera's CRF, decoded and compared with the frames (PSNR, dB); the
-same frames as JPEG at quality 90 are the comparison. With a target (``PackSpec.video_psnr``)
-the CRF is the largest that meets it on those clips (a binary search in the codec's CRF steps:
-PSNR falls as CRF rises), the fewest bytes that keep the quality asked. Without a target or a CRF given, the
-target is the camera's own: ``JPEG_DISTANCE_DB`` below JPEG q90's PSNR on its frames, so a
+pictures from the middle of each of up to ``SAMPLED`` segments spread over the slice: the
+frames its samples show, resized as it resizes), encoded at the camera's CRF, decoded and
+compared with the frames (PSNR, dB); the same frames as JPEG at quality 90 are the
+comparison. With a target (``PackSpec.video_psnr``) the CRF is the largest that meets it on
+those clips (a binary search in the codec's CRF steps: PSNR falls as CRF rises), the fewest
+bytes that keep the quality asked. Without a target or a CRF given, the target is the
+camera's own: ``JPEG_DISTANCE_DB`` below JPEG q90's PSNR on its frames, so a
 camera whose frames code easily is stored smaller and one whose frames do not keeps its
 quality (one CRF for every camera missed that by 1.7 dB on one real camera, and spent bytes
 on another). The figures and how the CRF was chosen go into the camera's schema, so ``show``

@@ -245,3 +245,34 @@ def test_the_default_quality_is_chosen_per_camera_just_within_its_distance_of_jp
     assert chosen["smooth/rgb"].crf != chosen["grain/rgb"].crf
     lines = pack_cameras(pack)
     assert any(f"crf {chosen['grain/rgb'].crf} (chosen for this camera: JPEG q90" in line for line in lines), lines
+
+
+def test_the_quality_is_chosen_on_the_episode_not_on_its_first_still_frames(tmp_path):
+    """Episodes that open at rest (their first 16 frames one image) and then move: the CRF is
+    chosen on groups from the middle of the episodes, so the whole pack, read back, is within
+    1.5 dB of JPEG q90's PSNR. Chosen on the first groups (still frames code at any CRF), the
+    CRF would be the largest tried and the moving frames far below JPEG's."""
+    from rayform.codec import imagecodec
+
+    client = rayform.Client(tmp_path / "store")
+    rng = np.random.default_rng(1)
+    t = np.arange(64, dtype=np.int64) * round(1e9 / 30)
+    shown, refs = {}, []
+    for e in range(4):
+        frames = moving_texture(64, 64, seed=e)
+        frames[:16] = frames[0]
+        frames = np.clip(frames.astype(np.int16) + rng.normal(0, 6, frames.shape), 0, 255).astype(np.uint8)
+        frames[:16] = frames[0]  # at rest: one image, grain and all
+        shown[e] = frames
+        refs.append(client.segments.add("lab", f"rest-{e}", [rayform.ImageStream("cam/rgb", t, frames)]))
+    s = client.slices.create(refs)
+    pack = client.pack(s, 30, image_codec="h264", max_horizon=0, workers=1, progress=False)
+    ds = rayform.torch.EpisodeDataset(s, obs=["cam/rgb"], fps=30, pack=pack.key)
+    got, want = [], []
+    for i in range(len(ds)):
+        x = ds[i]
+        got.append(x["cam/rgb"].numpy().transpose(1, 2, 0))
+        want.append(shown[int(x["meta"]["episode_index"])][int(x["meta"]["frame_index"])])
+    want_ = np.stack(want)
+    jpeg = psnr(want_, np.stack([imagecodec.decode_jpeg(imagecodec.encode_jpeg(f, 90)) for f in want_]))
+    assert psnr(np.stack(got), want_) >= jpeg - 1.5, pack.schema["cam/rgb"].video
