@@ -55,7 +55,7 @@ _SMALL = 0.25  # an encoded frame this fraction (and 6 deviations) under its str
 _FLAT = 2.0  # ... and is blank if its pixels vary less than this (std, 8-bit levels)
 # an inter packet this small repeats its reference picture (x264's: 9-13 bytes; a still scene's noise takes 40+)
 _TINY_PACKET = 24
-_MAD = 1.4826  # MAD to a normal's standard deviation
+MAD_TO_STD = 1.4826  # a normal distribution's standard deviation over its median absolute deviation
 
 
 @dataclass(frozen=True)
@@ -112,7 +112,7 @@ def frames(name: str, ts: np.ndarray, encoded: Sequence[bytes | memoryview] | np
         median = float(np.partition(sizes, len(sizes) // 2)[len(sizes) // 2])
         if sizes.min() < (1 - _SMALL) * median:  # only then is a frame far smaller than its stream's median
             blank = np.zeros(len(encoded), bool)
-            small = median - max(6 * _MAD * float(np.median(np.abs(sizes - median))), _SMALL * median)
+            small = median - max(6 * MAD_TO_STD * float(np.median(np.abs(sizes - median))), _SMALL * median)
             for i in np.flatnonzero(sizes < small):  # ... decoded, to see
                 blank[i] = _featureless(encoded[int(i)])
     out = _frozen(name, ts, same)
@@ -305,7 +305,7 @@ def _robust_peaks(r: np.ndarray, floor: np.ndarray) -> tuple[float, int, int]:
     """The largest robust z over every column of ``r`` (``_robust_peak``'s, each its own scale, at
     least its ``floor``), and its row and column."""
     dev = np.abs(r - _column_medians(r))
-    scale = np.maximum(_MAD * _column_medians(dev), floor)
+    scale = np.maximum(MAD_TO_STD * _column_medians(dev), floor)
     scale = np.where(scale > 0, scale, dev.mean(axis=0))
     z = np.divide(dev, scale, out=np.zeros_like(dev), where=scale > 0)
     row, column = np.unravel_index(int(np.argmax(z)), z.shape)
@@ -317,7 +317,7 @@ def _robust_peak(r: np.ndarray, floor: float = 0.0) -> tuple[float, int]:
     values equal) takes the mean absolute deviation instead, so one outlier among equal values
     is still finite."""
     dev = np.abs(r - np.median(r))
-    scale = max(_MAD * float(np.median(dev)), floor)
+    scale = max(MAD_TO_STD * float(np.median(dev)), floor)
     if scale <= 0:
         scale = float(np.mean(dev))
     if scale <= 0:

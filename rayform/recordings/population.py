@@ -35,7 +35,7 @@ def population(table: Any) -> dict[int, list[dict[str, Any]]]:
             continue
         mine = lengths[members]
         median = float(np.median(mine))
-        scale = max(health._MAD * float(np.median(np.abs(mine - median))), 0.05 * median, 1e-9)
+        scale = max(health.MAD_TO_STD * float(np.median(np.abs(mine - median))), 0.05 * median, 1e-9)
         for j in np.flatnonzero(np.abs(mine - median) / scale >= DURATION_Z):
             out[int(members[j])].append({"kind": "duration", "stream": "", "value": round(float(
                 abs(mine[j] - median) / scale), 3), "start_ns": 0, "end_ns": 0, "seconds": float(mine[j]),
