@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import tempfile
 from pathlib import Path
@@ -23,15 +24,19 @@ def _blocks() -> list[tuple[str, str]]:
     return [(m.group(1), m.group(2)) for m in re.finditer(r"```(\w+)\n(.*?)```", (ROOT / "README.md").read_text(), re.S)]
 
 
-def test_the_readme_runs_as_written(tmp_path, monkeypatch):
+def test_the_readme_runs_as_written(tmp_path, monkeypatch, request):
     home = tmp_path / "home"  # the user's: the default store and cache live under it
     home.mkdir()
     for var in ("RAYFORM_STORE", "RAYFORM_CACHE_DIR", "RAYFORM_CONFIG", "RAYFORM_PROFILE"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
-    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
-    (tmp_path / "tmp").mkdir()
+    # the user's temporary folder, short as a user's is: multiprocessing's forkserver puts its
+    # socket in it, and a Unix socket's path holds 107 bytes (pytest's own folders, past its
+    # 100th run, left too few)
+    tmp = Path(tempfile.mkdtemp(prefix="rf-", dir="/tmp"))
+    request.addfinalizer(lambda: shutil.rmtree(tmp, ignore_errors=True))
+    monkeypatch.setenv("TMPDIR", str(tmp))
     monkeypatch.setattr(tempfile, "tempdir", None)  # mkdtemp() follows TMPDIR
     monkeypatch.chdir(ROOT)
     env = dict(os.environ)
