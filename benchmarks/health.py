@@ -5,8 +5,8 @@ On the RLDS benchmark dataset (``rlds_data.py``: ``--episodes`` of ``--steps`` s
 worst case for health's cost (short episodes: its fixed cost a segment weighs most), prints:
 
 - the health functions an ingest calls for one episode (``recordings.health``: timing, each
-  camera's frames, the arrays together, the streams' spans), timed alone, medians of
-  ``--repeats`` rounds of 200 calls, in ms an episode;
+  camera's frames, the streams' spans, and its arrays measured with a batch's, as the writer
+  does), timed alone, medians of ``--repeats`` rounds of 4 batches, in ms an episode;
 - an ingest of the dataset on one process with health on and off (``RAYFORM_HEALTH``), in
   on/off/off/on rounds (``--repeats`` of each), the process's CPU seconds (medians), and the rate
   with signals over the rate without: ``benchmarks/ingest.py`` gives the same ratio in wall time
@@ -36,6 +36,7 @@ from video import real_frames
 import rayform
 from rayform.converters.formats import FORMATS, source_format
 from rayform.recordings import health
+from rayform.recordings.segment_writer import HEALTH_BATCH
 from rayform.recordings.streams import ArrayStream, ImageStream
 
 
@@ -46,14 +47,15 @@ def measure_alone(streams: list, repeats: int) -> float:
     cams = [s for s in streams if isinstance(s, ImageStream)]
     clock = next(iter(stamps.values()))
 
-    def one() -> None:
-        health.timing("clock", clock)
-        for cam in cams:
-            health.frames(cam.name, stamps[cam.name], cam.frames)
-        health.arrays_together(arrays)
-        health.spans(stamps)
+    def batch() -> None:  # as the writer calls them: the arrays of HEALTH_BATCH episodes at once
+        for _ in range(HEALTH_BATCH):
+            health.timing("clock", clock)
+            for cam in cams:
+                health.frames(cam.name, stamps[cam.name], cam.frames)
+            health.spans(stamps)
+        health.arrays_of_episodes([arrays] * HEALTH_BATCH)
 
-    return median(timeit.timeit(one, number=200) / 200 * 1e3 for _ in range(repeats))
+    return median(timeit.timeit(batch, number=4) / (4 * HEALTH_BATCH) * 1e3 for _ in range(repeats))
 
 
 def main() -> None:

@@ -175,6 +175,8 @@ def rlds(args: argparse.Namespace) -> None:
         ratio = f"{reference / t:10.2f}" if reference else f"{'':10}"
         asked = f" {median(requests[m]):15.1f}" if args.s3 and requests[m] else ""
         print(f"{m:46} {t:8.2f} {args.episodes / t:11.1f} {size / 1e6 / t:8.1f} {t / copy:12.2f} {ratio}{asked}")
+    print(f"\nhealth signals on: {median(times[modes[3]]) / median(times[modes[1]]):.3f}x the episodes/s of "
+          f"ingest without them, {args.workers} workers")
 
 
 def one_episode(megabytes: int) -> None:

@@ -43,6 +43,7 @@ import numpy as np
 
 from rayform.codec import imagecodec
 from rayform.errors import RayformError
+from rayform.recordings import array_health
 from rayform.recordings.streams import median_period
 
 # flag where the signal reaches the threshold
@@ -50,12 +51,12 @@ THRESHOLDS = {"frozen": 1.0, "blank": 1, "dropped": 0.05, "gap": 0.5, "duplicate
               "spike": 50.0, "pose_jump": 50.0, "misaligned": 1.0, "out_of_range": 1}
 KINDS = tuple(THRESHOLDS)
 KEPT_FROM = 0.25  # a finding under this share of its threshold is not kept (its kind's worst value is)
-_WINDOW = 15  # running median of spikes: a spike of up to 7 samples stays out of its own median
 _SMALL = 0.25  # an encoded frame this fraction (and 6 deviations) under its stream's median size is looked at
 _FLAT = 2.0  # ... and is blank if its pixels vary less than this (std, 8-bit levels)
 # an inter packet this small repeats its reference picture (x264's: 9-13 bytes; a still scene's noise takes 40+)
 _TINY_PACKET = 24
-MAD_TO_STD = 1.4826  # a normal distribution's standard deviation over its median absolute deviation
+_SHORT = 256  # a stream of at most this many samples is first screened for a finding with Python's lists
+MAD_TO_STD = array_health.MAD_TO_STD
 
 
 @dataclass(frozen=True)
@@ -83,6 +84,10 @@ def timing(name: str, ts: np.ndarray) -> list[Finding]:
     if len(ts) < 3:
         return out
     d = np.diff(ts)
+    if len(ts) <= _SHORT:  # the usual clean clock said so from one sorted list (numpy's calls cost more)
+        spacing = sorted(d.tolist())
+        if spacing[0] != 0 and spacing[-1] <= spacing[(len(d) - 1) // 2] + spacing[len(d) // 2]:
+            return out  # no repeated time, no gap past twice the median period
     period = median_period(ts)
     if period > 0:
         wide = d > 2 * period
@@ -238,78 +243,15 @@ def arrays(name: str, ts: np.ndarray, values: np.ndarray, kind: str = "array") -
 
 
 def arrays_together(streams: Sequence[tuple[str, np.ndarray, np.ndarray]]) -> list[Finding]:
-    """``arrays`` of several array streams (name, timestamps, values): those on one clock (RLDS's
-    steps, a LeRobot frame's features) measured as the columns of one table, numpy called once
-    for them all rather than once a stream."""
-    out: list[Finding] = []
-    groups: dict[tuple[int, int, int], list[tuple[str, np.ndarray, np.ndarray]]] = {}
-    for name, ts, values in streams:
-        if values.dtype.kind != "b" and len(values) >= 2:
-            groups.setdefault((len(ts), int(ts[0]), int(ts[-1])), []).append((name, ts, values))
-    for members in groups.values():
-        ts = members[0][1]
-        flat = np.concatenate([v.reshape(len(v), -1).astype(np.float64) for _, _, v in members], axis=1)
-        widths = [v[0].size for _, _, v in members]
-        owner = np.repeat(np.arange(len(members)), widths)
-        floating = np.repeat([v.dtype.kind == "f" for _, _, v in members], widths)
-        finite = np.isfinite(flat)
-        everywhere = finite.all(axis=0)
-        if everywhere.all():  # the common case: no copies to leave non-finite values out
-            lo, hi = flat.min(axis=0), flat.max(axis=0)
-        else:
-            with np.errstate(invalid="ignore"):
-                lo = np.where(finite, flat, np.inf).min(axis=0)
-                hi = np.where(finite, flat, -np.inf).max(axis=0)
-        if len(ts) >= 10:  # a handful of steps proves nothing
-            stuck = np.add.reduceat(hi - lo <= 0, np.cumsum([0, *widths[:-1]])).tolist()  # a member's stuck elements
-            for k, (name, _, _) in enumerate(members):
-                # a scalar stream constant over an episode is a setting or a flag (RLDS's discount)
-                if stuck[k] and widths[k] > 1:
-                    out.append(Finding("constant", name, float(stuck[k]), int(ts[0]), int(ts[-1])))
-        moving = floating & everywhere & (hi > lo)  # finite everywhere, not constant
-        if len(ts) >= _WINDOW and moving.any():
-            columns = flat[:, moving]
-            smooth = _running_median(columns)
-            # a noise-free recording's residuals have no scale: a fiftieth of its smooth range is the floor
-            z, i, c = _robust_peaks(columns - smooth, 0.02 * (smooth.max(axis=0) - smooth.min(axis=0)))
-            name = members[int(owner[np.flatnonzero(moving)[c]])][0]
-            if z > 0:
-                out.append(Finding("spike", name, z, int(ts[i]), int(ts[i])))
-    return out
+    """``arrays`` of an episode's array streams (name, timestamps, values): those on one clock
+    (RLDS's steps, a LeRobot frame's features) measured as the columns of one table."""
+    return arrays_of_episodes([streams])[0]
 
 
-def _running_median(x: np.ndarray) -> np.ndarray:
-    """Each column's running median over ``_WINDOW`` samples (its ends held), all columns at once."""
-    pad = _WINDOW // 2
-    padded = np.concatenate([x[:1].repeat(pad, axis=0), x, x[-1:].repeat(pad, axis=0)])
-    # (columns, n, window), each window a row of its own: one gather, then one partition (numpy's
-    # window views cost more in checks than the partition on an episode's few hundred rows)
-    windows = padded.T[:, np.arange(len(x))[:, None] + np.arange(_WINDOW)]
-    median: np.ndarray = np.partition(windows, pad, axis=-1)[..., pad].T  # an odd window: its middle
-    return median
-
-
-def _column_medians(x: np.ndarray) -> np.ndarray:
-    """Each column's median (no NaN here), as ``np.median(x, axis=0)``: one partition, without
-    the bookkeeping that makes numpy's cost more than the sort on an episode's few rows."""
-    n = len(x)
-    if n % 2:
-        middle: np.ndarray = np.partition(x, n // 2, axis=0)[n // 2]
-        return middle
-    both = np.partition(x, (n // 2 - 1, n // 2), axis=0)
-    mean: np.ndarray = (both[n // 2 - 1] + both[n // 2]) / 2
-    return mean
-
-
-def _robust_peaks(r: np.ndarray, floor: np.ndarray) -> tuple[float, int, int]:
-    """The largest robust z over every column of ``r`` (``_robust_peak``'s, each its own scale, at
-    least its ``floor``), and its row and column."""
-    dev = np.abs(r - _column_medians(r))
-    scale = np.maximum(MAD_TO_STD * _column_medians(dev), floor)
-    scale = np.where(scale > 0, scale, dev.mean(axis=0))
-    z = np.divide(dev, scale, out=np.zeros_like(dev), where=scale > 0)
-    row, column = np.unravel_index(int(np.argmax(z)), z.shape)
-    return float(z[row, column]), int(row), int(column)
+def arrays_of_episodes(episodes: Sequence[Sequence[tuple[str, np.ndarray, np.ndarray]]]) -> list[list[Finding]]:
+    """``arrays_together`` of many episodes at once, numpy called once for them all
+    (``array_health``): each episode's findings as if measured alone."""
+    return [[Finding(*signal) for signal in signals] for signals in array_health.measure(episodes)]
 
 
 def _robust_peak(r: np.ndarray, floor: float = 0.0) -> tuple[float, int]:

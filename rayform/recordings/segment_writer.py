@@ -40,6 +40,10 @@ from rayform.store.bundle import BUNDLE_BYTES, BundleWriter
 
 SEGMENT_FORMAT = "rayform.segment/1"
 IMAGE_CHUNK_BYTES = 16 << 20  # frames (and video packets) are stored in blobs of about this size
+# segments whose array health is measured together (``_measure``): a batch's numpy calls cost
+# what one episode's do; at most this many segments, or their arrays this many bytes, held
+HEALTH_BATCH = 64
+HEALTH_BATCH_BYTES = 64 << 20
 
 
 def check_site(site: str) -> str:
@@ -62,6 +66,17 @@ class SegmentRef:
     row: CatalogRow | None = field(default=None, compare=False, repr=False)
 
 
+@dataclass
+class _Unmeasured:
+    """A stored segment waiting for its health: where its ref is in the writer's pending ones,
+    its streams' findings so far, its array streams and every stream's timestamps."""
+
+    at: int
+    findings: list[health.Finding]
+    arrays: list[tuple[str, np.ndarray, np.ndarray]]
+    stamps: dict[str, np.ndarray]
+
+
 class SegmentWriter:
     """Writes segments' blobs and manifests into one store: the small ones (manifests,
     timestamps, arrays) collected into bundles (``store.bundle``), the large ones (frame
@@ -72,6 +87,8 @@ class SegmentWriter:
         self.store = store
         self.sink = BundleWriter(store, bundle_bytes=bundle_bytes)
         self._pending: list[SegmentRef] = []  # stored since the last bundle was written
+        self._unmeasured: list[_Unmeasured] = []  # pending segments whose health is not yet in their row
+        self._unmeasured_bytes = 0  # their array streams' bytes
         self._done: list[SegmentRef] = []
 
     def finish(self) -> list[SegmentRef]:
@@ -81,6 +98,7 @@ class SegmentWriter:
         return done
 
     def _flush(self) -> None:
+        self._measure()
         holds = [self.sink.holds(ref.version) for ref in self._pending]
         bundle = self.sink.flush()
         for ref, held in zip(self._pending, holds):
@@ -88,9 +106,23 @@ class SegmentWriter:
             self._done.append(dataclasses.replace(ref, row=dataclasses.replace(ref.row, bundle=bundle if held else None)))
         self._pending = []
 
+    def _measure(self) -> None:
+        """The health of the segments stored since the last batch: their array streams measured
+        together (``health.arrays_of_episodes``), each summary in its segment's catalog row."""
+        waiting, self._unmeasured, self._unmeasured_bytes = self._unmeasured, [], 0
+        if not waiting:
+            return
+        arrays = health.arrays_of_episodes([w.arrays for w in waiting])
+        for w, found in zip(waiting, arrays):
+            ref = self._pending[w.at]
+            assert ref.row is not None
+            summary = health.summary(w.findings + found + health.spans(w.stamps))
+            self._pending[w.at] = dataclasses.replace(ref, row=dataclasses.replace(ref.row, health=summary))
+
     def put(self, site: str, name: str, streams: Sequence[Stream], meta: Mapping[str, Any] | None = None,
             allow_nonfinite: bool = False) -> SegmentRef:
-        """Check and store one segment's data and manifest (not yet visible: ``Segments.record``)."""
+        """Check and store one segment's data and manifest (not yet visible: ``Segments.record``).
+        Its health is measured with a batch of segments: the rows ``finish`` returns carry it."""
         check_site(site)
         if not isinstance(name, str) or not name or len(name) > 1024:
             raise InvalidInput(f"segment name {str(name)[:80]!r}: a non-empty string of at most 1024 characters")
@@ -115,8 +147,6 @@ class SegmentWriter:
             timed[stream.name] = (info, ts)
             if measuring:
                 findings += _health(stream, info, ts, arrays, clocks)
-        if measuring:
-            findings += health.arrays_together(arrays) + health.spans({n: ts for n, (_, ts) in timed.items()})
         meta = dict(meta or {})
         manifest = {
             "format": SEGMENT_FORMAT,
@@ -128,10 +158,14 @@ class SegmentWriter:
         }
         version = self.sink.put_json_blob(manifest)
         row = catalog_row(sid, name, site, version, None, time.time_ns(), meta, timed)
-        if measuring:
-            row = dataclasses.replace(row, health=health.summary(findings))
         ref = SegmentRef(sid, version, site, name, row)
         self._pending.append(ref)
+        if measuring:
+            stamps = {n: ts for n, (_, ts) in timed.items()}
+            self._unmeasured.append(_Unmeasured(len(self._pending) - 1, findings, arrays, stamps))
+            self._unmeasured_bytes += sum(values.nbytes for _, _, values in arrays)
+            if len(self._unmeasured) >= HEALTH_BATCH or self._unmeasured_bytes >= HEALTH_BATCH_BYTES:
+                self._measure()
         if self.sink.full:
             self._flush()
         return ref

@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from conftest import moving_texture
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from rayform.codec import imagecodec
 from rayform.recordings import health
@@ -177,3 +179,40 @@ def test_limits_a_store_declares_are_checked_as_untrusted_one_error_kind_whateve
     (doctor then measures nothing against it), never another exception."""
     with pytest.raises(ValueError):
         health.declared_limits(limits, 2)
+
+
+def test_segments_written_together_are_measured_in_batches_each_its_own(client, monkeypatch):
+    import rayform
+    from rayform.recordings import segment_writer
+
+    monkeypatch.setattr(segment_writer, "HEALTH_BATCH", 3)  # 8 segments: batches of 3, 3 and the 2 at finish
+    rng = np.random.default_rng(5)
+    segments, want = [], {}
+    for k in range(8):
+        n = [40, 60, 61, 200][k % 4]
+        t = _ts(n, 10.0)
+        q = np.cumsum(rng.normal(0, 0.01, (n, 4)), axis=0)
+        if k % 3 == 0:
+            q[n // 2, 1] = 1e6
+        if k % 3 == 1:
+            q[:, 2] = 0.25
+        streams = [rayform.ArrayStream("q", t, q), rayform.ArrayStream("v", t, np.diff(q, axis=0, prepend=0.0))]
+        segments.append(("lab", f"ep{k}", streams, None))
+        want[f"ep{k}"] = sorted({f.kind for f in health.arrays_together([("q", t, q), ("v", t, np.diff(q, axis=0, prepend=0.0))])
+                                 if f.flagged})
+    client.segments.add_many(segments)
+    rows = {r["name"]: r for r in client.segments.catalog.latest(columns=["name", "flags"]).to_pylist()}
+    assert {name: rows[name]["flags"] or [] for name in want} == want
+    assert want["ep0"] == ["spike"] and want["ep1"] == ["constant"] and want["ep2"] == []
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from([0, 1, 1, 1, 2, 3, 5]), min_size=2, max_size=300), st.integers(1, 10**8))
+def test_a_short_clock_screened_from_a_list_finds_what_the_full_measure_does(steps, period):
+    ts = np.cumsum([0, *steps]).astype(np.int64) * period
+    screened = health.timing("clock", ts)
+    was, health._SHORT = health._SHORT, 0  # every clock measured in full
+    try:
+        assert screened == health.timing("clock", ts)
+    finally:
+        health._SHORT = was
