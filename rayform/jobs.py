@@ -22,6 +22,7 @@ import multiprocessing
 import os
 import signal
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -38,6 +39,7 @@ R = TypeVar("R")
 STOP_S = 5.0  # how long stopped workers get to unwind before they are killed
 POLL_S = 0.25  # how often a wait for a job's result looks for a Ctrl-C Python swallowed
 _EXIT_STOPPED = 143  # a job stopped by SIGTERM (128 + 15), as a shell reports it
+_SOCKET_PATH_BYTES = 107  # a Unix socket's path, its NUL left out (Linux's sun_path)
 
 
 @dataclass(frozen=True)
@@ -180,8 +182,19 @@ def pool_context() -> multiprocessing.context.BaseContext:
     if sys.platform.startswith("linux"):
         others = [t for t in threading.enumerate()
                   if t is not threading.main_thread() and type(t).__name__ != "TMonitor"]
-        return multiprocessing.get_context("forkserver" if others else "fork")
+        if not others:
+            return multiprocessing.get_context("fork")
+        if _socket_fits():
+            return multiprocessing.get_context("forkserver")
     return multiprocessing.get_context("spawn")
+
+
+def _socket_fits() -> bool:
+    """Whether forkserver's socket fits its temporary folder: it is made at
+    ``$TMPDIR/pymp-XXXXXXXX/listener-XXXXXXXX`` and a Unix socket's path holds 107 bytes, so a
+    long TMPDIR (a CI runner's, a test's) fails the pool with "AF_UNIX path too long". Spawn
+    needs no socket and re-imports the caller's script as forkserver does: it starts slower."""
+    return len(os.fsencode(tempfile.gettempdir())) + len("/pymp-XXXXXXXX/listener-XXXXXXXX") <= _SOCKET_PATH_BYTES
 
 
 def exit_with(pid: int, interval_s: float = 0.5) -> None:

@@ -72,3 +72,26 @@ def test_a_stop_python_cannot_raise_is_dropped_without_a_traceback():
     other = types.SimpleNamespace(exc_value=ValueError("x"))
     _unraisable(seen.append, other)
     assert seen == [other]
+
+
+def test_a_pool_started_beside_threads_under_a_long_tmpdir_runs_its_jobs(tmp_path):
+    """forkserver (a pool started while the process has threads) makes its socket under
+    TMPDIR, and a Unix socket's path holds 107 bytes: under a long TMPDIR the pool starts its
+    workers another way rather than fail with 'AF_UNIX path too long'."""
+    import subprocess
+    import sys
+
+    deep = tmp_path / ("d" * 90)
+    deep.mkdir()
+    code = ("import threading, time\nfrom rayform import jobs\n"
+            "threading.Thread(target=time.sleep, args=(30,), daemon=True).start()\n"
+            "print(jobs.pool_context().get_start_method())\n"
+            "with jobs.JobRunner(None, 2) as runner:\n"
+            "    print(sorted(runner.each(abs, [-3, -1, 2])))\n")
+    env = {**os.environ, "TMPDIR": str(deep)}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split("\n")[:2] == ["spawn", "[1, 2, 3]"]
+    short = subprocess.run([sys.executable, "-c", code], env={**os.environ, "TMPDIR": str(tmp_path.parent.parent)},
+                           capture_output=True, text=True, timeout=120)
+    assert short.stdout.split("\n")[:2] == ["forkserver", "[1, 2, 3]"], short.stderr[-2000:]
