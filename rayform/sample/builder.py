@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from rayform.codec import records
+from rayform.codec.video import load_av
 from rayform.errors import InvalidInput, Malformed, StreamNotFound
 from rayform.frames import convert_poses
 from rayform.pack.layout import CLIPS, LOWDIM, META_KEYS, StreamSchema, history_member
@@ -80,6 +81,8 @@ class SampleBuilder:
         self._pads = list(dict.fromkeys(p.stream.name for p in self.actions))
         self.clips = DecodedClips()  # a video pack's decoded frames (made in each process that reads)
         self.clip_records = ClipRecords(pack) if pack.has_video else None
+        if pack.has_video:  # imported where the dataset is made: workers forked from there decode at once
+            load_av()  # (else each imports PyAV, ~40 ms, before its first batch of every first epoch)
         self.whole_clips = False  # the streaming dataset decodes whole clips: its order reads them through
 
     def _check_keys(self) -> None:

@@ -8,6 +8,12 @@
   from object storage, split by rank and worker, with an epoch-seeded shuffle buffer.
 """
 
+# numpy imports these on first use (np.unique asks numpy.ma; the order draws with numpy.random):
+# imported with the datasets, every DataLoader worker forked from here has them, rather than each
+# importing them (~20 ms) before its first batch of its first epoch
+import numpy.ma
+import numpy.random  # noqa: F401
+
 from rayform.sample.spec import Action, SampleSpec
 from rayform.store.retry import Retry
 from rayform.torch.clip_sampler import ClipBatchSampler

@@ -232,3 +232,23 @@ def test_reading_a_video_pack_sample_by_sample_says_it_is_slow_and_how_to_fix_it
         rayform.torch.StreamingEpisodeDataset(s, **KW, pack=video.key)
     [said] = [r.getMessage() for r in caplog.records if "sample by sample" in r.getMessage()]
     assert video.key in said and "batch_size=<the DataLoader's>" in said and "DataLoader(dataset, batch_size=None)" in said
+
+
+@pytest.mark.parametrize("form", ["StreamingEpisodeDataset", "EpisodeDataset"])
+def test_a_video_packs_dataset_imports_what_its_workers_decode_with_before_they_fork(video_packs, form):
+    """A forked DataLoader worker has what the process that made the dataset imported: PyAV for
+    a video pack (not for a JPEG one), and numpy's lazily imported parts the order and np.unique
+    use; else each worker imports them (~60 ms) before its first batch of every first epoch."""
+    import subprocess
+    import sys
+
+    client, s, jpeg, h264 = video_packs
+    code = ("import sys, rayform.torch\n"
+            "client = rayform.Client(sys.argv[1])\n"
+            f"rayform.torch.{form}(client.slices.get(sys.argv[2]), obs=['cam/rgb'], fps=30, pack=sys.argv[3])\n"
+            "print(*[m in sys.modules for m in ('av', 'numpy.ma', 'numpy.random')])")
+    store = client.store.url
+    for pack, av in ((h264, "True"), (jpeg, "False")):
+        out = subprocess.run([sys.executable, "-c", code, store, s.id, pack.key], capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr[-1500:]
+        assert out.stdout.split() == [av, "True", "True"]
