@@ -14,9 +14,10 @@ Printed: episodes/s and MB/s (of source bytes) each, and ingest over copy.
 With ``--rlds``: an RLDS dataset in TFDS's layout instead (``rlds_data.py``: ``--episodes`` of
 ``--steps`` steps, two 224x224 JPEG cameras of real frames, in ``--shards`` TFRecord shards),
 and the same rows for ``rayform ingest rlds`` (images kept as recorded) on ``--workers`` and on
-one process, beside TensorFlow reading and parsing the same records in one process
-(``tf.data.TFRecordDataset`` and ``tf.train.Example``), where ``--tf-python`` names a Python
-that has TensorFlow (the reference; rayform does not need it).
+one process, beside the floor of any ingest that keeps every byte checked (the same files
+read, hashed with SHA-256 and written, one process) and TensorFlow reading and parsing the same
+records in one process (``tf.data.TFRecordDataset`` and ``tf.train.Example``), where
+``--tf-python`` names a Python that has TensorFlow (the reference; rayform does not need it).
 
     python benchmarks/ingest.py [--copies 20] [--workers 2] [--repeats 3] [--decode-video]
     python benchmarks/ingest.py --rlds [--episodes 200] [--steps 60] [--shards 8] [--tf-python /tmp/tfenv/bin/python]
@@ -25,7 +26,8 @@ With ``--rlds --s3``: the dataset in a bucket of a real S3 endpoint on loopback 
 the tests start it), ingested from its ``s3://`` URL on a process pool and on a Dask LocalCluster
 of ``--workers`` (shards as tasks); printed too, the requests each shard cost (GET, HEAD, LIST).
 TensorFlow reads the same records from local disk (it has no S3 of its own without
-tensorflow-io): the reference is its best case.
+tensorflow-io): the reference is its best case. A row more: every object merely fetched from
+the endpoint (``--workers`` threads), what the server alone allows.
 
     python benchmarks/ingest.py --rlds --s3 --episodes 1000 --steps 10 --shards 1000 --tf-python /tmp/tfenv/bin/python
 """
@@ -34,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
 import os
 import shutil
 import subprocess
@@ -133,9 +136,9 @@ def rlds(args: argparse.Namespace) -> None:
             endpoint, url, options = _bucket(source)
             cluster = stack.enter_context(_dask(args.workers))
         modes = ["plain copy of the files", f"rayform ingest rlds, {args.workers} workers", "rayform ingest rlds, 1 process",
-                 f"{OFF} rlds, {args.workers} workers"]
+                 f"{OFF} rlds, {args.workers} workers", FLOOR]
         if args.s3:
-            modes.append(f"rayform ingest rlds, Dask {args.workers} workers")
+            modes += [f"rayform ingest rlds, Dask {args.workers} workers", GETS]
         if args.tf_python:
             modes.append("TensorFlow: read + parse, 1 process" + (" (local disk)" if args.s3 else ""))
         times: dict[str, list[float]] = {m: [] for m in modes}
@@ -148,6 +151,10 @@ def rlds(args: argparse.Namespace) -> None:
                 t0 = time.perf_counter()
                 if m.startswith("plain"):
                     shutil.copytree(source, target)
+                elif m == FLOOR:
+                    hashed_copy(shards, target)
+                elif m == GETS:
+                    fetched(url, options, args.workers)
                 elif m.startswith(("rayform", OFF)):
                     executor = cluster.get_executor() if "Dask" in m else None
                     with _signals(not m.startswith(OFF)):
@@ -209,6 +216,32 @@ def one_episode(megabytes: int) -> None:
 
 
 OFF = "health signals off: ingest"
+FLOOR = "read, sha256 and write the bytes, 1 process"
+GETS = "GET every object, nothing else"
+
+
+def fetched(url: str, options: dict, threads: int) -> None:
+    """Every object of the dataset GET whole from the store, bytes dropped (``threads`` at
+    once): what reading it from this S3 endpoint costs before anything is done with it."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import fsspec
+
+    fs = fsspec.filesystem("s3", **options)
+    with ThreadPoolExecutor(threads) as pool:
+        list(pool.map(lambda key: len(fs.cat_file(key)), fs.ls(url.removeprefix("s3://"), detail=False)))
+
+
+def hashed_copy(files: list[str], target: Path) -> None:
+    """What any ingest that keeps every byte, checked, costs at least: each file read, hashed
+    (SHA-256, the store's) and written, in pieces of 16 MiB, on one process."""
+    target.mkdir(parents=True)
+    for name in files:
+        digest = hashlib.sha256()
+        with open(name, "rb") as src, open(target / Path(name).name, "wb") as dst:
+            while piece := src.read(16 << 20):
+                digest.update(piece)
+                dst.write(piece)
 
 
 @contextlib.contextmanager
