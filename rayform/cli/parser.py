@@ -36,13 +36,11 @@ def _whole(low: int, high: int | None = None) -> Any:
 
 
 def _crf(text: str) -> int | float:
-    """A CRF: a number 0..63 (whole, or in halves for h264 and hevc: the pack checks its codec's step)."""
+    """A CRF: a number (its range and steps are its codec's: the pack checks them, ``codecs.crf_value``)."""
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a number") from None
-    if not 0 <= value <= 63:
-        raise argparse.ArgumentTypeError(f"{text[:40]}: it must be from 0 to 63")
     return int(value) if value.is_integer() else value
 
 

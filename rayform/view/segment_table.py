@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections import Counter, OrderedDict
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,7 +34,6 @@ SORTS = {"recorded": "recorded", "duration": "duration_s", "name": "name", "task
 _COLUMNS = ("id", "version", "bundle", "site", "name", "task", "duration_s", "start_ns", "end_ns", "recorded", "meta",
             "stream_names", "health", "flags")
 _KEPT = 8  # filtered listings kept for paging
-USUAL_OF = 10_000  # segments of a site read to find the streams its segments usually have
 
 
 @dataclass(frozen=True)
@@ -69,8 +68,8 @@ class SegmentTable:
         self._looked_at = 0.0
         self._parts: tuple[str, ...] | None = None
         self._listings: OrderedDict[Filter, tuple[Any, np.ndarray]] = OrderedDict()
-        self._usual_streams: dict[str, frozenset[str]] = {}
         self._population: tuple[Any, dict[int, list[dict[str, Any]]]] | None = None  # (of table, findings)
+        self._measuring = threading.Lock()  # held while the population is computed (not ``_lock``: the table's)
 
     def table(self) -> Any:
         with self._lock:
@@ -81,7 +80,6 @@ class SegmentTable:
                     self._table = self.catalog.latest(columns=list(_COLUMNS))
                     self._parts = parts
                     self._listings.clear()
-                    self._usual_streams.clear()
             return self._table
 
     def sites(self) -> list[dict[str, Any]]:
@@ -105,9 +103,10 @@ class SegmentTable:
         rows = [_shown(r) for r in table.take(pa.array(shown)).to_pylist()]
         population = self.population()
         for i, row in zip(shown.tolist(), rows):
-            # a stream most of its site's segments have and it lacks: a broken recording?
-            row["missing"] = sorted(self._usual(row["site"]) - set(row["streams"]))
-            for finding in population.get(i, ()):  # what only the site's others tell (doctor's)
+            told = population.get(i, ())  # what only the site's others tell (doctor's)
+            # a stream most of its site's segments have and it lacks: the doctor's missing_stream
+            row["missing"] = sorted(f["stream"] for f in told if f["kind"] == "missing_stream")
+            for finding in told:
                 row["findings"].append(finding)
                 row["flags"] = sorted({*row["flags"], finding["kind"]})
         return {"total": len(listed), "offset": offset, "rows": rows, "signals": list(health.KINDS)}
@@ -143,32 +142,16 @@ class SegmentTable:
         from rayform.recordings.population import population
 
         table = self.table()
-        with self._lock:
-            if self._population is not None and self._population[0] is table:
-                return self._population[1]
-        told = population(table)
-        rows = sorted(told)
-        spans = table.select(["start_ns", "end_ns"]).take(rows).to_pylist() if rows else []
-        found = {row: [{**f, "start_ns": span["start_ns"] or 0, "end_ns": span["end_ns"] or 0} for f in told[row]]
-                 for row, span in zip(rows, spans)}
-        with self._lock:
+        with self._measuring:  # concurrent first requests: one computes, the others wait for it
+            kept = self._population
+            if kept is not None and kept[0] is table:
+                return kept[1]
+            told = population(table)
+            rows = sorted(told)
+            spans = table.select(["start_ns", "end_ns"]).take(rows).to_pylist() if rows else []
+            found = {row: [{**f, "start_ns": span["start_ns"] or 0, "end_ns": span["end_ns"] or 0} for f in told[row]]
+                     for row, span in zip(rows, spans)}
             self._population = (table, found)
-        return found
-
-    def _usual(self, site: str) -> frozenset[str]:
-        """The streams most segments of ``site`` have (of the first ``USUAL_OF``)."""
-        import pyarrow.compute as pc
-
-        table = self.table()
-        with self._lock:
-            found = self._usual_streams.get(site)
-        if found is None:
-            sites = table.select(["site", "stream_names"])
-            mine = sites.filter(pc.equal(sites.column("site"), site)).slice(0, USUAL_OF)
-            counts = Counter(frozenset(listed or ()) for listed in mine.column("stream_names").to_pylist())
-            found = counts.most_common(1)[0][0] if counts else frozenset()
-            with self._lock:
-                self._usual_streams[site] = found
         return found
 
     def _listing(self, f: Filter) -> tuple[Any, np.ndarray]:

@@ -484,7 +484,8 @@ def test_every_option_with_a_default_says_it_in_its_help():
 
 def test_a_half_step_crf_packs_and_a_crf_between_steps_is_one_line_and_exit_2(demo_store):
     """x264 takes a CRF in halves: ``--crf 30.5`` packs, ``show`` says it; 30.3 (between its
-    steps), 30.5 for AV1 (whole numbers only) and text are each one line, exit 2, nothing packed."""
+    steps), 30.5 for AV1 (whole numbers only), 99, NaN and text are each one line, exit 2,
+    nothing packed."""
     store, slice_id = demo_store
     r = run("pack", slice_id, "--fps", "5", "--codec", "h264", "--crf", "30.5", "--horizon", "2", store=store)
     assert r.returncode == 0, r.stderr
@@ -492,6 +493,8 @@ def test_a_half_step_crf_packs_and_a_crf_between_steps_is_one_line_and_exit_2(de
     before = sorted(p.relative_to(store) for p in store.rglob("*"))
     for codec, crf, says in (("h264", "30.3", "video crf 30.3: a number 0..63 in steps of 0.5 for h264"),
                              ("av1", "30.5", "video crf 30.5: a number 0..63, whole for av1"),
+                             ("h264", "99", "video crf 99: a number 0..63 in steps of 0.5 for h264"),
+                             ("av1", "nan", "video crf nan: a number 0..63, whole for av1"),
                              ("h264", "high", "'high' is not a number")):
         r = run("pack", slice_id, "--fps", "5", "--codec", codec, "--crf", crf, "--horizon", "2", store=store)
         lines = r.stderr.strip().splitlines()

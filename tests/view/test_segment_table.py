@@ -92,11 +92,19 @@ def test_a_new_ingest_shows_on_the_next_look(stored, monkeypatch):
     assert {s["site"]: s["segments"] for s in table.sites()} == expected
 
 
-def test_a_segment_lacking_its_sites_usual_stream_is_flagged(client):
-    client.segments.add_many([_segment(i) for i in range(1, 6)] + [_segment(7, cameras=False)])
-    rows = SegmentTable(client.segments.catalog).page(Filter(site="lab"), 0, 50)["rows"]
+def test_a_segment_lacking_its_sites_usual_stream_is_flagged_as_the_doctor_says(client):
+    lab = [i for i in range(1, 17) if i % 3][:10]  # ten lab episodes with a gripper, one without
+    field = [3, 6]  # the field's two: too few to say what it usually has
+    client.segments.add_many([_segment(i) for i in lab + field] + [_segment(31, cameras=False),
+                                                                    _segment(9, cameras=False)])
+    rows = SegmentTable(client.segments.catalog).page(Filter(), 0, 50)["rows"]
     flagged = {r["name"]: r["missing"] for r in rows if r["missing"]}
-    assert flagged == {"ep-007": ["gripper"]}
+    assert flagged == {"ep-031": ["gripper"]}
+    [row] = [r for r in rows if r["name"] == "ep-031"]
+    assert "missing_stream" in row["flags"]
+    doctor = rayform.doctor(client, site="lab", progress=False)
+    assert {(e.name, f["stream"]) for e in doctor.flagged for f in e.findings if f["kind"] == "missing_stream"} == {
+        ("ep-031", "gripper")}
 
 
 @pytest.mark.parametrize("bad", [dict(sort="size"), dict(where="duration >"), dict(where="nosuch == 1"),
