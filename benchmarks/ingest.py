@@ -93,7 +93,7 @@ def main() -> None:
             modes.append(("rayform ingest --decode-video", True))
         times: dict[str, list[float]] = {name: [] for name, _ in modes}
         for r in range(args.repeats):
-            for name, decode in modes:
+            for name, decode in modes if r % 2 == 0 else modes[::-1]:  # no mode always after the same one
                 target = Path(tmp) / f"{r}-{len(times[name])}-{decode}"
                 t0 = time.perf_counter()
                 if decode is None:
@@ -135,20 +135,22 @@ def rlds(args: argparse.Namespace) -> None:
         if args.s3:
             endpoint, url, options = _bucket(source)
             cluster = stack.enter_context(_dask(args.workers))
-        modes = ["plain copy of the files", f"rayform ingest rlds, {args.workers} workers", "rayform ingest rlds, 1 process",
-                 f"{OFF} rlds, {args.workers} workers", FLOOR]
+        # with signals and without side by side: each runs right before the other, in turn
+        on, off = f"rayform ingest rlds, {args.workers} workers", f"{OFF} rlds, {args.workers} workers"
+        modes = ["plain copy of the files", "rayform ingest rlds, 1 process", on, off, FLOOR]
         if args.s3:
             modes += [f"rayform ingest rlds, Dask {args.workers} workers", GETS]
         if args.tf_python:
             modes.append("TensorFlow: read + parse, 1 process" + (" (local disk)" if args.s3 else ""))
         times: dict[str, list[float]] = {m: [] for m in modes}
         requests: dict[str, list[float]] = {m: [] for m in modes}
+        cpus: dict[str, list[float]] = {m: [] for m in modes}
         for r in range(args.repeats):
-            for m in modes:
+            for m in modes if r % 2 == 0 else modes[::-1]:  # no mode always after the same one
                 target = Path(tmp) / f"{r}-{modes.index(m)}"
                 if endpoint is not None:
                     endpoint.reset_counts()
-                t0 = time.perf_counter()
+                t0, c0 = time.perf_counter(), cpu_seconds()
                 if m.startswith("plain"):
                     shutil.copytree(source, target)
                 elif m == FLOOR:
@@ -167,6 +169,7 @@ def rlds(args: argparse.Namespace) -> None:
                     assert int(out[1]) == args.episodes * args.steps
                     t0 = time.perf_counter() - float(out[0])
                 times[m].append(time.perf_counter() - t0)
+                cpus[m].append(cpu_seconds() - c0)
                 if endpoint is not None and m.startswith(("rayform", OFF)):
                     requests[m].append(endpoint.count() / args.shards)
                 shutil.rmtree(target, ignore_errors=True)
@@ -182,8 +185,9 @@ def rlds(args: argparse.Namespace) -> None:
         ratio = f"{reference / t:10.2f}" if reference else f"{'':10}"
         asked = f" {median(requests[m]):15.1f}" if args.s3 and requests[m] else ""
         print(f"{m:46} {t:8.2f} {args.episodes / t:11.1f} {size / 1e6 / t:8.1f} {t / copy:12.2f} {ratio}{asked}")
-    print(f"\nhealth signals on: {median(times[modes[3]]) / median(times[modes[1]]):.3f}x the episodes/s of "
-          f"ingest without them, {args.workers} workers")
+    print(f"\nhealth signals on: {median(times[off]) / median(times[on]):.3f}x the episodes/s of "
+          f"ingest without them, {args.workers} workers; {median(cpus[off]) / median(cpus[on]):.3f}x "
+          "by the CPU of every process")
 
 
 def one_episode(megabytes: int) -> None:
@@ -230,6 +234,15 @@ def fetched(url: str, options: dict, threads: int) -> None:
     fs = fsspec.filesystem("s3", **options)
     with ThreadPoolExecutor(threads) as pool:
         list(pool.map(lambda key: len(fs.cat_file(key)), fs.ls(url.removeprefix("s3://"), detail=False)))
+
+
+def cpu_seconds() -> float:
+    """CPU seconds of this process and of its children that have ended (a pool's workers, once
+    its ingest is over)."""
+    import resource
+
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
 
 def hashed_copy(files: list[str], target: Path) -> None:

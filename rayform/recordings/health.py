@@ -106,13 +106,12 @@ def frames(name: str, ts: np.ndarray, encoded: Sequence[bytes | memoryview] | np
     """A camera's frozen stretches and blank frames (encoded frames as bytes, or raw ones)."""
     if isinstance(encoded, np.ndarray):
         flat = encoded.reshape(len(encoded), -1)
-        same = np.all(flat[1:] == flat[:-1], axis=1) if len(flat) > 1 else np.zeros(0, bool)
+        same = np.flatnonzero(np.all(flat[1:] == flat[:-1], axis=1)).tolist() if len(flat) > 1 else []
         blank = flat.std(axis=1) < 1.0 if flat.dtype.kind in "ui" else np.zeros(len(flat), bool)
     else:
         sizes = np.fromiter(map(len, encoded), np.int64, len(encoded))
-        same = np.zeros(max(0, len(encoded) - 1), bool)
-        for i in np.flatnonzero(sizes[1:] == sizes[:-1]).tolist():  # only frames of one size can be the same
-            same[i] = encoded[i + 1] == encoded[i]  # bytes compared, not copied
+        # only frames of one size can be the same; their bytes compared, not copied
+        same = [i for i in np.flatnonzero(sizes[1:] == sizes[:-1]).tolist() if encoded[i + 1] == encoded[i]]
         blank = None
         median = float(np.partition(sizes, len(sizes) // 2)[len(sizes) // 2])
         if sizes.min() < (1 - _SMALL) * median:  # only then is a frame far smaller than its stream's median
@@ -146,18 +145,23 @@ def video(name: str, ts: np.ndarray, packet_times: np.ndarray, sizes: np.ndarray
         return []
     # a keyframe between tiny inter frames is the same picture coded again: the run goes on
     inside = keys & np.concatenate([[False], tiny[:-1]]) & np.concatenate([tiny[1:], [False]])
-    return list(_frozen(name, ts, (tiny | inside)[1:]))
+    return _frozen(name, ts, np.flatnonzero((tiny | inside)[1:]).tolist())
 
 
-def _frozen(name: str, ts: np.ndarray, same: np.ndarray) -> list[Finding]:
-    """The longest run of frames each the same as the one before (``same[i]``: frame i+1 is frame i)."""
-    if not same.any():
+def _frozen(name: str, ts: np.ndarray, same: list[int]) -> list[Finding]:
+    """The longest run of frames each the same as the one before (``same``: ascending, each i
+    where frame i+1 is frame i), found in the list: a camera's few repeats cost no numpy call."""
+    best, start = (-1, 0, 0), 0  # (span, first frame, last frame)
+    for k, i in enumerate(same):
+        if k == 0 or i != same[k - 1] + 1:
+            start = i
+        if k + 1 == len(same) or same[k + 1] != i + 1:  # the run's last: frames start .. i + 1
+            span = int(ts[i + 1]) - int(ts[start])
+            if span > best[0]:
+                best = (span, start, i + 1)
+    if best[0] < 0:
         return []
-    edges = np.diff(np.concatenate([[0], same.astype(np.int8), [0]]))
-    starts, ends = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)  # runs same[s:e]: frames s .. e
-    spans = ts[ends] - ts[starts]
-    k = int(np.argmax(spans))
-    return [Finding("frozen", name, float(spans[k]) / 1e9, int(ts[starts[k]]), int(ts[ends[k]]))]
+    return [Finding("frozen", name, best[0] / 1e9, int(ts[best[1]]), int(ts[best[2]]))]
 
 
 def spans(streams: Mapping[str, np.ndarray]) -> list[Finding]:

@@ -216,3 +216,24 @@ def test_a_short_clock_screened_from_a_list_finds_what_the_full_measure_does(ste
         assert screened == health.timing("clock", ts)
     finally:
         health._SHORT = was
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.booleans(), min_size=1, max_size=80), st.lists(st.sampled_from([0, 1, 2, 7]), min_size=81,
+                                                                    max_size=81))
+def test_the_longest_frozen_run_is_the_definitions(same, steps):
+    """Frames i+1 the same as i where ``same[i]``: the finding spans the run of repeats whose
+    times span most (the first of them on a tie), from its first frame to its last."""
+    ts = np.cumsum(steps).astype(np.int64)[:len(same) + 1] * 1000
+    runs, k = [], 0
+    while k < len(same):  # runs same[a..b]: frames a .. b + 1
+        if same[k]:
+            a = k
+            while k + 1 < len(same) and same[k + 1]:
+                k += 1
+            runs.append((int(ts[k + 1] - ts[a]), a, k + 1))
+        k += 1
+    want = max(runs, key=lambda r: r[0]) if runs else None  # max keeps the first of equal spans
+    got = health._frozen("cam", ts, [i for i, s in enumerate(same) if s])
+    assert [(f.value, f.start_ns, f.end_ns) for f in got] == (
+        [(want[0] / 1e9, int(ts[want[1]]), int(ts[want[2]]))] if want else [])
