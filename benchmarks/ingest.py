@@ -119,8 +119,9 @@ def main() -> None:
         t = median(times[name])
         print(f"{name:34} {t:8.2f} {episodes / t:11.1f} {size / 1e6 / t:8.1f} {t / copy:12.2f}")
     print(f"\nvideo stored per copy: {stored / 1e6:.2f} MB of packets, as recorded")
-    print(f"health signals on: {median(times[OFF + ' (video kept)']) / median(times[modes[1][0]]):.3f}x the "
-          "episodes/s of ingest without them")
+    pairs = zip(times[OFF + " (video kept)"], times[modes[1][0]])  # each repeat's, one right after the other
+    print(f"health signals on: {median(a / b for a, b in pairs):.3f}x the episodes/s of ingest without them "
+          "(the median of each repeat's pair)")
 
 
 def rlds(args: argparse.Namespace) -> None:
@@ -185,9 +186,10 @@ def rlds(args: argparse.Namespace) -> None:
         ratio = f"{reference / t:10.2f}" if reference else f"{'':10}"
         asked = f" {median(requests[m]):15.1f}" if args.s3 and requests[m] else ""
         print(f"{m:46} {t:8.2f} {args.episodes / t:11.1f} {size / 1e6 / t:8.1f} {t / copy:12.2f} {ratio}{asked}")
-    print(f"\nhealth signals on: {median(times[off]) / median(times[on]):.3f}x the episodes/s of "
-          f"ingest without them, {args.workers} workers; {median(cpus[off]) / median(cpus[on]):.3f}x "
-          "by the CPU of every process")
+    # each repeat's pair, run one right after the other, compared: the VM's drift between repeats cancels
+    print(f"\nhealth signals on: {median(a / b for a, b in zip(times[off], times[on])):.3f}x the episodes/s of "
+          f"ingest without them, {args.workers} workers; {median(a / b for a, b in zip(cpus[off], cpus[on])):.3f}x "
+          "by the CPU of every process (medians of each repeat's pair)")
 
 
 def one_episode(megabytes: int) -> None:
