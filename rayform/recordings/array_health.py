@@ -24,6 +24,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 WINDOW = 15  # running median of spikes: a spike of up to 7 samples stays out of its own median
 MAD_TO_STD = 1.4826  # a normal distribution's standard deviation over its median absolute deviation
 CONSTANT_FROM = 10  # steps: a handful proves nothing
+WINDOWS_BYTES = 64 << 20  # the running median's windows, copied by its partition, at most this at once
 
 Stream = tuple[str, np.ndarray, np.ndarray]  # name, timestamps (ns), values (one row a timestamp)
 # kind, stream, value, start_ns, end_ns: ``health.Finding``'s fields
@@ -112,7 +113,17 @@ def _measure_bucket(groups: list[list[Stream]], found: list[list[Signal]]) -> No
 
 def _peaks(x: np.ndarray, length: np.ndarray, ragged: bool) -> tuple[list[float], list[int]]:
     """Each row's largest robust z of its residual from its running median, and at which step,
-    over its first ``length`` steps (``ragged``: the lengths differ)."""
+    over its first ``length`` steps (``ragged``: the lengths differ). Rows a few at a time where
+    their windows would take more than ``WINDOWS_BYTES`` (the partition copies them)."""
+    rows = max(1, WINDOWS_BYTES // (x.shape[1] * WINDOW * x.itemsize))
+    if len(x) > rows:
+        z: list[float] = []
+        steps: list[int] = []
+        for i in range(0, len(x), rows):
+            part = _peaks(x[i:i + rows], length[i:i + rows], ragged)
+            z += part[0]
+            steps += part[1]
+        return z, steps
     pad = WINDOW // 2
     padded = np.concatenate([x[:, :1].repeat(pad, axis=1), x, x[:, -1:].repeat(pad, axis=1)], axis=1)
     # each step's window a view, one partition for them all: an odd window's middle is its median

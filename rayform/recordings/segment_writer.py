@@ -41,9 +41,10 @@ from rayform.store.bundle import BUNDLE_BYTES, BundleWriter
 SEGMENT_FORMAT = "rayform.segment/1"
 IMAGE_CHUNK_BYTES = 16 << 20  # frames (and video packets) are stored in blobs of about this size
 # segments whose array health is measured together (``_measure``): a batch's numpy calls cost
-# what one episode's do; at most this many segments, or their arrays this many bytes, held
+# what one episode's do, which is what weighs on short episodes; at most this many segments, or
+# their arrays this many bytes (long episodes gain nothing from company, and hold memory)
 HEALTH_BATCH = 64
-HEALTH_BATCH_BYTES = 64 << 20
+HEALTH_BATCH_BYTES = 4 << 20
 
 
 def check_site(site: str) -> str:

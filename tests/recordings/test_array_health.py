@@ -107,3 +107,14 @@ def test_a_short_episode_beside_long_ones_keeps_its_spike_and_its_constant():
     found = health.arrays_of_episodes([long_, [("q", t, short)], long_])[1]
     assert {(f.kind, f.value > 1000 if f.kind == "spike" else f.value, f.start_ns) for f in found} == {
         ("constant", 1.0, 0), ("spike", True, int(t[30]))}
+
+
+@settings(max_examples=40, deadline=None)
+@given(_episodes())
+def test_windows_taken_a_few_rows_at_a_time_measure_the_same(episodes):
+    whole = array_health.measure(episodes)
+    was, array_health.WINDOWS_BYTES = array_health.WINDOWS_BYTES, 1  # one row at a time
+    try:
+        assert array_health.measure(episodes) == whole
+    finally:
+        array_health.WINDOWS_BYTES = was
