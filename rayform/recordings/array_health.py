@@ -117,13 +117,13 @@ def _peaks(x: np.ndarray, length: np.ndarray, ragged: bool) -> tuple[list[float]
     their windows would take more than ``WINDOWS_BYTES`` (the partition copies them)."""
     rows = max(1, WINDOWS_BYTES // (x.shape[1] * WINDOW * x.itemsize))
     if len(x) > rows:
-        z: list[float] = []
+        peaks: list[float] = []
         steps: list[int] = []
         for i in range(0, len(x), rows):
             part = _peaks(x[i:i + rows], length[i:i + rows], ragged)
-            z += part[0]
+            peaks += part[0]
             steps += part[1]
-        return z, steps
+        return peaks, steps
     pad = WINDOW // 2
     padded = np.concatenate([x[:, :1].repeat(pad, axis=1), x, x[:, -1:].repeat(pad, axis=1)], axis=1)
     # each step's window a view, one partition for them all: an odd window's middle is its median
