@@ -108,13 +108,18 @@ def frames(name: str, ts: np.ndarray, encoded: Sequence[bytes | memoryview] | np
         flat = encoded.reshape(len(encoded), -1)
         same = np.flatnonzero(np.all(flat[1:] == flat[:-1], axis=1)).tolist() if len(flat) > 1 else []
         blank = flat.std(axis=1) < 1.0 if flat.dtype.kind in "ui" else np.zeros(len(flat), bool)
+    elif not len(encoded):
+        return []
     else:
-        sizes = np.fromiter(map(len, encoded), np.int64, len(encoded))
+        # as lists: a camera's few repeats and its median size cost no numpy call (an episode's
+        # fixed cost: what weighs on short ones)
+        listed = list(map(len, encoded))
         # only frames of one size can be the same; their bytes compared, not copied
-        same = [i for i in np.flatnonzero(sizes[1:] == sizes[:-1]).tolist() if encoded[i + 1] == encoded[i]]
+        same = [i for i, (a, b) in enumerate(zip(listed, listed[1:])) if a == b and encoded[i + 1] == encoded[i]]
         blank = None
-        median = float(np.partition(sizes, len(sizes) // 2)[len(sizes) // 2])
-        if sizes.min() < (1 - _SMALL) * median:  # only then is a frame far smaller than its stream's median
+        median = sorted(listed)[len(listed) // 2]
+        if min(listed) < (1 - _SMALL) * median:  # only then is a frame far smaller than its stream's median
+            sizes = np.asarray(listed, np.int64)
             blank = np.zeros(len(encoded), bool)
             small = median - max(6 * MAD_TO_STD * float(np.median(np.abs(sizes - median))), _SMALL * median)
             for i in np.flatnonzero(sizes < small):  # ... decoded, to see
@@ -172,6 +177,8 @@ def spans(streams: Mapping[str, np.ndarray]) -> list[Finding]:
     if len(ends) < 2:
         return []
     starts, stops = sorted(s for s, _ in ends.values()), sorted(e for _, e in ends.values())
+    if starts[0] == starts[-1] and stops[0] == stops[-1]:  # one span for all (streams on one clock)
+        return []
     out = []
     for name, (first, last) in ends.items():
         start, end = _median_without(starts, first), _median_without(stops, last)
