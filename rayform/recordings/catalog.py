@@ -26,7 +26,8 @@ from rayform import names
 from rayform.cache.store_view import CachedStore
 from rayform.errors import Malformed, RayformError
 from rayform.recordings import query
-from rayform.recordings.catalog_parts import COLUMNS, PREFIX, TYPES, CatalogParts, CatalogRow, PartRef, decode, fixed_width
+from rayform.recordings.catalog_parts import COLUMNS, PREFIX, TYPES, CatalogParts, CatalogRow, PartRef
+from rayform.recordings.part_decode import decode, fixed_width
 from rayform.untrusted import array_list, mapping, string
 
 LEGACY = "refs/segments"

@@ -1,5 +1,5 @@
 """What reading a catalog part may cost, bounded by the part's own size before anything is
-decoded (``catalog_parts.decode`` asks)."""
+decoded (``part_decode.decode`` asks)."""
 
 from __future__ import annotations
 
