@@ -84,11 +84,11 @@ def timing(name: str, ts: np.ndarray) -> list[Finding]:
     if len(ts) < 3:
         return out
     d = np.diff(ts)
-    if len(ts) <= _SHORT:  # the usual clean clock said so from one sorted list (numpy's calls cost more)
-        spacing = sorted(d.tolist())
-        if spacing[0] != 0 and spacing[-1] <= spacing[(len(d) - 1) // 2] + spacing[len(d) // 2]:
-            return out  # no repeated time, no gap past twice the median period
     period = median_period(ts)
+    if len(ts) <= _SHORT:  # the usual clean clock said so from a list (numpy's calls cost more)
+        spacing = d.tolist()
+        if min(spacing) != 0 and max(spacing) <= 2 * period:
+            return out  # no repeated time, no gap past twice the median period
     if period > 0:
         wide = d > 2 * period
         if wide.any():
