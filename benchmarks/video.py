@@ -149,12 +149,15 @@ def stream(slice_id: str, key: str, options: dict, workers: int, repeats: int, e
 
     out: dict[str, list[float]] = {k: [] for k in ("fetched", "cpu", "rate", "first", "cached_first", "mix", "peak",
                                                    "first_rate", "requests", "samples", "first_cached_rate")}
+    def streaming(remote: rayform.Client) -> tuple:  # the dataset, and a DataLoader of new workers over it
+        ds = rayform.torch.StreamingEpisodeDataset(remote.slices.get(slice_id), obs=OBS, action="joints_delta",
+                                                   fps=FPS, horizon=16, batch_size=64, pack=key)
+        return ds, DataLoader(ds, batch_size=None, num_workers=workers, persistent_workers=True)
+
     for _ in range(repeats):
         with tempfile.TemporaryDirectory() as cache:
             remote = rayform.Client("s3://bench/store", storage_options=options, cache=cache)
-            ds = rayform.torch.StreamingEpisodeDataset(remote.slices.get(slice_id), obs=OBS, action="joints_delta",
-                                                       fps=FPS, horizon=16, batch_size=64, pack=key)
-            loader = DataLoader(ds, batch_size=None, num_workers=workers, persistent_workers=True)
+            ds, loader = streaming(remote)
             seen: list = []
             before = requests_logged(log)
             res = bench.run_loader(loader, 1, ds.set_epoch, seen)
@@ -173,9 +176,7 @@ def stream(slice_id: str, key: str, options: dict, workers: int, repeats: int, e
             del loader
             gc.collect()  # its workers shut down now, untimed: left to the next one's collection they stalled it 0.23 s
             # the same first epoch, its shards now in the cache: what S3 itself costs a first epoch
-            ds = rayform.torch.StreamingEpisodeDataset(remote.slices.get(slice_id), obs=OBS, action="joints_delta",
-                                                       fps=FPS, horizon=16, batch_size=64, pack=key)
-            loader = DataLoader(ds, batch_size=None, num_workers=workers, persistent_workers=True)
+            ds, loader = streaming(remote)
             out["first_cached_rate"].append(bench.run_loader(loader, 1, ds.set_epoch)[0][1])
             del loader
             gc.collect()
