@@ -19,11 +19,13 @@ import h5py
 import numpy as np
 import pytest
 
+import rayform
 from rayform.store.atomic import temp_prefix
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 STOP_WITHIN_S = 10.0  # the pool's workers get 5 s to unwind before they are killed
+PACKAGE = Path(rayform.__file__).resolve().parent
 
 
 def _group(pgid: int) -> list[int]:
@@ -78,16 +80,30 @@ def _interrupt(args: list[str], env: dict[str, str], after_s: float) -> tuple[in
     return proc.returncode, err, took
 
 
-def _check_stopped(code: int, err: str, took: float) -> bool:
-    """True if the command was interrupted (not already done), checking how it said so."""
+def _check_stopped(code: int, err: str, took: float) -> bool | None:
+    """True if the command was interrupted (not already done), checking how it said so; None
+    if the Ctrl-C came while CPython itself was starting (``_in_pythons_start_up``)."""
     if code == 0:
         return False
+    if _in_pythons_start_up(code, err):
+        return None
     lines = [line for line in err.replace("\r", "\n").splitlines() if line.strip()]
     assert code == 130, err[-2000:]
     assert lines and lines[-1] == "rayform: interrupted", err[-2000:]
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, err[-3000:]
     assert took < STOP_WITHIN_S, f"stopped {took:.1f} s after Ctrl-C"
     return True
+
+
+def _in_pythons_start_up(code: int, err: str) -> bool:
+    """The interrupt ended CPython before a line of rayform ran: in its site module, say, or a
+    .pth file of the environment (certifi's, in CI), which a loaded machine makes slower than
+    STARTUP_S. CPython ends as it always does there: by the signal itself, silent, before it
+    set its handler; else exit 1 and a KeyboardInterrupt ("Fatal Python error:
+    init_import_site"), no frame of the package in the traceback."""
+    if code == -signal.SIGINT:
+        return not err.strip()
+    return code != 130 and "KeyboardInterrupt" in err and f'File "{PACKAGE}{os.sep}' not in err
 
 
 def _env(tmp_path: Path) -> dict[str, str]:
@@ -109,7 +125,7 @@ def test_ctrl_c_stops_a_pack_at_any_point(tmp_path):
         whole = time.monotonic() - started
     store, refs = tmp_path / "store", _files(tmp_path / "store" / "refs")
 
-    def attempt(delay: float) -> bool:
+    def attempt(delay: float) -> bool | None:
         code, err, took = _interrupt(pack, env, delay)
         stopped = _check_stopped(code, err, took)
         assert _temporaries(store, tmp_path / "cache", tmp_path / "tmp") == []
@@ -123,18 +139,20 @@ def test_ctrl_c_stops_a_pack_at_any_point(tmp_path):
     assert _stopped_at((0.15, 0.3, 0.45, 0.6, 0.75, 0.9), whole, attempt) >= 4, "the pack finished before most signals"
 
 
-def _stopped_at(fractions: tuple[float, ...], whole: float, attempt: Callable[[float], bool]) -> int:
+def _stopped_at(fractions: tuple[float, ...], whole: float, attempt: Callable[[float], bool | None]) -> int:
     """How many runs a signal at each fraction of ``whole`` (a timed run's seconds) stopped.
     A run that finishes before its signal was faster than the timed one (the tests share the
-    machine's cores): the signals come earlier from then on, and the fraction is tried again."""
+    machine's cores): the signals come earlier from then on, and the fraction is tried again
+    (as it is, unchanged, after a signal that landed in CPython's own start-up)."""
     stopped, todo = 0, list(fractions)
     for _ in range(2 * len(fractions)):
         if not todo:
             break
-        if attempt(whole * todo[0]):
+        result = attempt(whole * todo[0])
+        if result:
             stopped += 1
             todo.pop(0)
-        else:
+        elif result is False:
             whole *= 0.6
     return stopped
 
@@ -169,7 +187,7 @@ def test_ctrl_c_stops_an_ingest_at_any_point_and_leaves_the_store_as_it_was(tmp_
             (tmp_path / "store" / blob).unlink()
         assert _files(tmp_path / "store") == before
 
-    def attempt(delay: float) -> bool:
+    def attempt(delay: float) -> bool | None:
         code, err, took = _interrupt(ingest, env, delay)
         stopped = _check_stopped(code, err, took)
         if stopped:
@@ -186,7 +204,8 @@ def test_ctrl_c_stops_an_ingest_at_any_point_and_leaves_the_store_as_it_was(tmp_
 # SIGINTs at random instants of a pack and of an ingest, the pool busy and the import window
 # included: CI sends TRIES of each; `RAYFORM_STOP_TRIES=200 python -m pytest -k random_instants
 # tests/integration/test_stopping.py` is the long run. The first STARTUP_S are Python's own
-# start-up, before a line of rayform runs (a Ctrl-C there ends the interpreter as CPython does).
+# start-up, before a line of rayform runs (a Ctrl-C there ends the interpreter as CPython does);
+# on a loaded machine it lasts longer, and an instant that still lands in it is drawn again.
 TRIES = int(os.environ.get("RAYFORM_STOP_TRIES", "8"))
 STARTUP_S = 0.05
 
@@ -247,8 +266,12 @@ def test_ctrl_c_at_random_instants_always_ends_with_one_line_and_leaves_nothing(
     rng = random.Random(int(os.environ.get("RAYFORM_STOP_SEED", "0")))
     stopped = 0
     for _ in range(TRIES):
-        code, err, took = _interrupt(args, env, rng.uniform(STARTUP_S, whole))
-        if _check_stopped(code, err, took):
+        for _ in range(5):  # an instant that fell in CPython's own start-up is drawn again
+            code, err, took = _interrupt(args, env, rng.uniform(STARTUP_S, whole))
+            result = _check_stopped(code, err, took)
+            if result is not None:
+                break
+        if result:
             stopped += 1
             if command == "ingest" and _files(store) != before:
                 # stopped while it committed: held until the commit was whole, the ingest is all in
