@@ -21,6 +21,7 @@ pixels and their PSNR is measured against them. It is packed at 30 fps as JPEG q
     python benchmarks/video.py [--workers 2] [--repeats 3] [--copies 4] [--codec h264] [--clip-frames 8]
     python benchmarks/video.py --camera g1 --quality-only     # a second real camera: bytes and PSNR
     python benchmarks/video.py --quality-only --rates 10,15,30  # bytes and PSNR at each pack rate
+    python benchmarks/video.py --quality-only --rates 10,15,30 --camera g1 --clip-frames 16 --preset slower
 """
 
 from __future__ import annotations
@@ -121,7 +122,8 @@ def print_rates(client: rayform.Client, slice_: rayform.Slice, frames: np.ndarra
           f"{'video dB':>9} {'crf':>4}  target: <= 0.15, within 1.5 dB")
     for fps in rates:
         j = client.pack(slice_, fps, image_codec="jpeg", jpeg_quality=90, progress=False)
-        v = client.pack(slice_, fps, image_codec=args.codec, clip_frames=args.clip_frames, progress=False)
+        v = client.pack(slice_, fps, image_codec=args.codec, clip_frames=args.clip_frames, video_preset=args.preset,
+                        progress=False)
         jb, vb = (sum(sh.bytes for sh in p.shards) / p.samples / 1024 for p in (j, v))
         jq, vq = pack_psnr(slice_, j.key, frames, fps), pack_psnr(slice_, v.key, frames, fps)
         print(f"{fps:>4} {jb:>15.2f} {vb:>16.2f} {vb / jb:>11.3f} {jq:>8.2f} {vq:>9.2f} "
@@ -303,6 +305,7 @@ def main() -> None:
     ap.add_argument("--clip-frames", type=int, default=0,
                     help="samples a clip (its keyframe interval; 0: the pack's choice): fewer, cheaper random "
                          "access, more bytes")
+    ap.add_argument("--preset", help="the video encoder's speed (default: the pack's): slower, fewer bytes")
     ap.add_argument("--store", help="a store to build in (default: a temporary one)")
     ap.add_argument("--camera", default="all", choices=sorted(CAMERAS),
                     help="whose frames: both LeRobot examples' (default), the SO-101 wrist's or the G1 humanoid's")
@@ -324,7 +327,8 @@ def main() -> None:
         print("building the slice of real frames ...", file=sys.stderr, flush=True)
         slice_, frames = build_slice(client, args.copies, args.camera)
         jpeg = client.pack(slice_, FPS, image_codec="jpeg", jpeg_quality=90, progress=False)
-        video = client.pack(slice_, FPS, image_codec=args.codec, clip_frames=args.clip_frames, progress=False)
+        video = client.pack(slice_, FPS, image_codec=args.codec, clip_frames=args.clip_frames,
+                            video_preset=args.preset, progress=False)
         packs = {"JPEG q90": jpeg, f"{args.codec} ({video.schema['cam/rgb'].video.crf}, clips "
                  f"{video.schema['cam/rgb'].video.clip_frames})": video}
 
