@@ -126,6 +126,7 @@ def main() -> None:
 
 def rlds(args: argparse.Namespace) -> None:
     import rlds_data
+    from loader import cpu_seconds  # this process, its children reaped and its live ones (a cluster's)
     from video import real_frames
 
     with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
@@ -236,15 +237,6 @@ def fetched(url: str, options: dict, threads: int) -> None:
     fs = fsspec.filesystem("s3", **options)
     with ThreadPoolExecutor(threads) as pool:
         list(pool.map(lambda key: len(fs.cat_file(key)), fs.ls(url.removeprefix("s3://"), detail=False)))
-
-
-def cpu_seconds() -> float:
-    """CPU seconds of this process and of its children that have ended (a pool's workers, once
-    its ingest is over)."""
-    import resource
-
-    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
 
 def hashed_copy(files: list[str], target: Path) -> None:
