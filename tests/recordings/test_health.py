@@ -196,10 +196,9 @@ def test_segments_written_together_are_measured_in_batches_each_its_own(client, 
             q[n // 2, 1] = 1e6
         if k % 3 == 1:
             q[:, 2] = 0.25
-        streams = [rayform.ArrayStream("q", t, q), rayform.ArrayStream("v", t, np.diff(q, axis=0, prepend=0.0))]
-        segments.append(("lab", f"ep{k}", streams, None))
-        want[f"ep{k}"] = sorted({f.kind for f in health.arrays_together([("q", t, q), ("v", t, np.diff(q, axis=0, prepend=0.0))])
-                                 if f.flagged})
+        arrays = [("q", t, q), ("v", t, np.diff(q, axis=0, prepend=0.0))]
+        segments.append(("lab", f"ep{k}", [rayform.ArrayStream(*a) for a in arrays], None))
+        want[f"ep{k}"] = sorted({f.kind for f in health.arrays_together(arrays) if f.flagged})  # each alone
     client.segments.add_many(segments)
     rows = {r["name"]: r for r in client.segments.catalog.latest(columns=["name", "flags"]).to_pylist()}
     assert {name: rows[name]["flags"] or [] for name in want} == want
