@@ -345,7 +345,9 @@ class StoreStates(RuleBasedStateMachine):
         blobs = sorted(b.digest for b in self.source.store.list_blobs())
         if not blobs:
             return
-        digest = data.draw(st.sampled_from(blobs))
+        # an index drawn from a fixed range: how many blobs two concurrent ingests leave varies
+        # run to run, and a draw whose bounds vary makes hypothesis's replay of a case flaky
+        digest = blobs[data.draw(st.integers(0, 1 << 16)) % len(blobs)]
         path = self.source.store.blob_file(digest)
         # a blob damaged twice (corrupted, then deleted) is repaired to its first, whole bytes
         self.originals.setdefault(digest, path.read_bytes())
@@ -364,13 +366,15 @@ class StoreStates(RuleBasedStateMachine):
         for digest, key in sorted(self.hostile.items()):
             if self.source.store.has_ref(key):
                 self.source.store.delete_ref(key)
-        reached = {r.blob for r in store_closure(self.source.store, strict=False)}
-        self.hostile = {d: key for d, key in self.hostile.items() if d in reached}
         for digest in sorted(self.damaged):
             path = self.source.store.blob_file(digest)
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(self.originals[digest])
         self.damaged.clear()
+        # what is still reached once every blob is whole again: a damaged part that folded a
+        # hostile row (a compaction's) hid that row's bundle from a walk made before
+        reached = {r.blob for r in store_closure(self.source.store, strict=False)}
+        self.hostile = {d: key for d, key in self.hostile.items() if d in reached}
 
     # -- what must hold after every step ---------------------------------------------------
     def _slices(self) -> list[tuple[str, object]]:
